@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Idempotent set-up: venv + Python packages + JVM jars. Safe to run on every `make` target;
+# a second run with everything in place does no network I/O.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=${VENV:-$ROOT/.venv}
+PY=${PYTHON:-python3}
+STAMP=$VENV/.sqlcdc-setup-stamp
+
+need_pip=1
+if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ]; then need_pip=0; fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating venv at $VENV"
+  "$PY" -m venv "$VENV"
+  need_pip=1
+fi
+if [ "$need_pip" = 1 ]; then
+  echo "setup: installing Python packages (pyproject.toml [dev])"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e ".[dev]"
+fi
+
+# JVM artifacts: cached in .jars/ (git-ignored), then placed on the venv Spark's classpath.
+SPARK_JARS=$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+mkdir -p .jars
+grep -v '^\s*#' build/jars.txt | grep -v '^\s*$' | while read -r coord; do
+  IFS=: read -r group artifact version <<<"$coord"
+  jar="$artifact-$version.jar"
+  if [ ! -f ".jars/$jar" ]; then
+    echo "setup: fetching $coord from Maven Central"
+    mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+      -Dartifact="$coord" -DoutputDirectory="$ROOT/.jars" -Dmdep.overWriteReleases=false >/dev/null \
+      || { echo "setup: could not fetch $coord with Maven (is Maven Central reachable?)" >&2; exit 1; }
+  fi
+  if [ ! -f "$SPARK_JARS/$jar" ]; then
+    cp ".jars/$jar" "$SPARK_JARS/"
+  fi
+done
+if [ "$need_pip" = 1 ]; then touch "$STAMP"; fi

@@ -1,0 +1,66 @@
+"""SQL Server LSNs and the ordering key every change carries.
+
+Three producers expose the same LSN space in different spellings:
+
+=================  ===============================  ==========================================
+producer           spelling                         example
+=================  ===============================  ==========================================
+change tables      binary(10), or ``0x`` hex text   ``0x0000002700000758000 5`` (20 hex digits)
+Debezium           ``xxxxxxxx:xxxxxxxx:xxxx``        ``00000027:00000758:0005``
+CES                20 hex digits in ``logicalid``    ``0000002C00000300017C``
+=================  ===============================  ==========================================
+
+:func:`normalize_lsn` turns each into 20 upper-case hex digits, which sort lexicographically in
+LSN order, so one table can be back-filled from one producer and continued from another.
+
+The ordering key (``sequence`` in the canonical change) is a struct that Spark compares field by
+field: ``commit_lsn`` (commit order), then ``change_lsn`` (order of the change within the log),
+then ``serial`` (order among events sharing a change position). Snapshot and full-load events use
+``commit_lsn`` of the snapshot point if the producer gives one, else :data:`BEFORE_ALL`, which
+sorts before every real LSN.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+LSN_HEX_DIGITS = 20
+BEFORE_ALL = "0" * LSN_HEX_DIGITS
+
+SEQUENCE_TYPE = StructType(
+    [
+        StructField("commit_lsn", StringType(), False),
+        StructField("change_lsn", StringType(), False),
+        StructField("serial", LongType(), False),
+    ]
+)
+
+
+def normalize_lsn(value: Column) -> Column:
+    """A text LSN in any producer spelling -> 20 upper-case hex digits (NULL stays NULL).
+
+    Accepts ``00000027:00000758:0005``, ``0x00000027000007580005``, ``00000027000007580005``.
+    Text that is not hex after removing ``0x``, ``:`` and spaces gives NULL.
+    """
+    digits = F.upper(F.regexp_replace(F.trim(value), r"^0[xX]|[:\s]", ""))
+    return F.when(
+        digits.rlike(r"^[0-9A-F]{1,20}$"), F.lpad(digits, LSN_HEX_DIGITS, "0")
+    )
+
+
+def binary_lsn(value: Column) -> Column:
+    """A binary(10) LSN -> 20 upper-case hex digits."""
+    return F.lpad(F.upper(F.hex(value)), LSN_HEX_DIGITS, "0")
+
+
+def sequence(commit_lsn: Column, change_lsn: Column | None = None, serial: Column | None = None) -> Column:
+    """Build the never-null ordering struct. Missing parts become the lowest value."""
+    change = change_lsn if change_lsn is not None else F.lit(BEFORE_ALL)
+    ser = serial if serial is not None else F.lit(0)
+    return F.struct(
+        F.coalesce(commit_lsn, F.lit(BEFORE_ALL)).alias("commit_lsn"),
+        F.coalesce(change, F.lit(BEFORE_ALL)).alias("change_lsn"),
+        F.coalesce(ser.cast("bigint"), F.lit(0).cast("bigint")).alias("serial"),
+    )

@@ -1,0 +1,35 @@
+"""Shared test fixtures: ONE local SparkSession for the whole test session (Spark is heavy on 2 cores)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SEEDS = ROOT.parent / "shared" / "seeds"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from sqlcdc.runtime import local_spark
+
+    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    wh = tmp_path_factory.mktemp("spark-warehouse")
+    session = local_spark(
+        app_name="sqlcdc-tests",
+        extra={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.warehouse.dir": str(wh),
+        },
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return FIXTURES
