@@ -1,0 +1,348 @@
+"""Debezium SQL Server connector: change event values (JSON converter) -> canonical changes.
+
+An event value comes in one of two shapes, both accepted:
+
+- with schema: ``{"schema": {...Kafka Connect schema...}, "payload": {"before", "after", "source", "op", "ts_ms"}}``
+- payload only (``value.converter.schemas.enable=false``): ``{"before", "after", "source", "op", "ts_ms"}``
+
+A tombstone (a null value after a delete; in a landed file an empty line, ``null``, or
+``{"schema": null, "payload": null}``) is not a change and not an error: it is skipped and counted.
+
+``op``: ``c`` create -> INSERT, ``u`` -> UPDATE, ``d`` -> DELETE, ``r`` snapshot read -> SNAPSHOT,
+``t`` -> TRUNCATE. Anything else is quarantined.
+
+Ordering (:mod:`sqlcdc.lsn`): ``source.commit_lsn``, then ``source.change_lsn``, then
+``source.event_serial_no`` (given as a number or, as in Debezium's own documentation example, a
+string). Snapshot events carry the snapshot's ``commit_lsn`` and no ``change_lsn``, so they order
+before every change committed after the snapshot. A primary-key update arrives as DELETE(old key)
+serial 1 + INSERT(new key) serial 2 in the same commit; gold ends with the old key gone and the new
+key present.
+
+Types: each column's value is read as JSON text and typed from its Kafka Connect schema, taken from
+the table config's ``columns:`` or, when absent, from the first envelope in the landing folder
+that carries a schema for the table (:func:`columns_for`). Logical types:
+
+======================================================  ================  ==================
+Connect schema (type / name)                            Spark type        encoding
+======================================================  ================  ==================
+int8 / int16 / int32 / int64                            tinyint ... bigint  text
+float32 / float64, boolean, string                      float, double, ...  text
+bytes                                                   binary            base64
+``org.apache.kafka.connect.data.Decimal`` (scale, p)    decimal(p,s)      base64_decimal
+``io.debezium.time.Date``, Connect ``Date``             date              epoch_day
+``io.debezium.time.Time``, Connect ``Time``             string            millis_of_day
+``io.debezium.time.MicroTime`` / ``NanoTime``           string            micros/nanos_of_day
+``io.debezium.time.Timestamp``, Connect ``Timestamp``   timestamp_ntz     epoch_millis
+``io.debezium.time.MicroTimestamp`` / ``NanoTimestamp`` timestamp_ntz     epoch_micros/nanos
+``io.debezium.time.ZonedTimestamp``                     timestamp         text (ISO-8601)
+======================================================  ================  ==================
+
+Example::
+
+    from sqlcdc.formats import debezium
+    bronze = debezium.read_bronze(spark, source)            # streaming text lines
+    cols = debezium.columns_for(table, source, spark)       # typed column specs
+    decoded = debezium.decode(bronze, table, cols)          # .changes, .quarantine
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sqlcdc import lsn, model
+from sqlcdc.config import ConfigError, SourceConfig, TableConfig
+from sqlcdc.formats import Decoded
+from sqlcdc.formats.base import read_text_lines, record_id
+from sqlcdc.values import ColumnSpec, provided_columns, typed_struct
+
+NAME = "debezium"
+STREAMING = True
+
+OPS = {"c": model.INSERT, "u": model.UPDATE, "d": model.DELETE, "r": model.SNAPSHOT, "t": model.TRUNCATE}
+
+_SOURCE_FIELDS = (
+    "version", "connector", "name", "ts_ms", "snapshot", "db", "schema", "table",
+    "change_lsn", "commit_lsn", "event_serial_no",
+)
+_PAYLOAD_DDL = (
+    "before map<string,string>, after map<string,string>, "
+    f"source struct<{', '.join(f'`{f}`: string' for f in _SOURCE_FIELDS)}>, "
+    "op string, ts_ms string, transaction struct<id: string>"
+)
+
+# --- Kafka Connect schema -> ColumnSpec -------------------------------------------------------
+
+_PRIMITIVE = {
+    "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
+    "float32": "float", "float64": "double", "boolean": "boolean", "string": "string",
+}
+_LOGICAL = {
+    "io.debezium.time.Date": ("date", "epoch_day"),
+    "org.apache.kafka.connect.data.Date": ("date", "epoch_day"),
+    "io.debezium.time.Time": ("string", "millis_of_day"),
+    "org.apache.kafka.connect.data.Time": ("string", "millis_of_day"),
+    "io.debezium.time.MicroTime": ("string", "micros_of_day"),
+    "io.debezium.time.NanoTime": ("string", "nanos_of_day"),
+    "io.debezium.time.Timestamp": ("timestamp_ntz", "epoch_millis"),
+    "org.apache.kafka.connect.data.Timestamp": ("timestamp_ntz", "epoch_millis"),
+    "io.debezium.time.MicroTimestamp": ("timestamp_ntz", "epoch_micros"),
+    "io.debezium.time.NanoTimestamp": ("timestamp_ntz", "epoch_nanos"),
+    "io.debezium.time.ZonedTimestamp": ("timestamp", "text"),
+    "io.debezium.time.ZonedTime": ("string", "text"),
+    "io.debezium.data.Xml": ("string", "text"),
+    "io.debezium.data.Uuid": ("string", "text"),
+}
+_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def spec_from_connect_field(field: dict[str, Any]) -> ColumnSpec:
+    """One field of a Kafka Connect struct schema -> :class:`ColumnSpec`.
+
+    >>> spec_from_connect_field({"field": "id", "type": "int32"}).spark_type
+    'int'
+    """
+    name, ctype, lname = field["field"], field.get("type"), field.get("name")
+    if lname == _DECIMAL:
+        params = field.get("parameters") or {}
+        scale = int(params.get("scale", 0))
+        precision = int(params.get("connect.decimal.precision", 38))
+        return ColumnSpec(name, f"decimal({precision},{scale})", "base64_decimal", source_type=lname)
+    if lname in _LOGICAL:
+        spark_type, encoding = _LOGICAL[lname]
+        return ColumnSpec(name, spark_type, encoding, source_type=lname)
+    if ctype == "bytes":
+        return ColumnSpec(name, "binary", "base64", source_type=ctype)
+    if ctype in _PRIMITIVE:
+        return ColumnSpec(name, _PRIMITIVE[ctype], "text", source_type=lname or ctype)
+    # struct/array/map values (rare for SQL Server): keep their JSON text.
+    return ColumnSpec(name, "string", "text", source_type=lname or ctype)
+
+
+def spec_from_config(column: dict[str, Any]) -> ColumnSpec:
+    """A ``columns:`` entry -> :class:`ColumnSpec`. ``type`` is a Connect type or logical name
+    (``int32``, ``io.debezium.time.MicroTimestamp``, ``decimal(10,2)`` for Connect Decimal) or a
+    Spark SQL type read from the JSON text as is."""
+    name, ctype = column["name"], str(column["type"]).strip()
+    low = ctype.lower()
+    if ctype in _LOGICAL or ctype in _PRIMITIVE or ctype == "bytes":
+        return spec_from_connect_field({"field": name, "type": ctype, "name": ctype})
+    if low.startswith("decimal") or low.startswith("numeric"):
+        return ColumnSpec(name, "decimal" + low[low.index("(") :] if "(" in low else "decimal(38,0)", "base64_decimal")
+    if low == "binary":
+        return ColumnSpec(name, "binary", "base64")
+    return ColumnSpec(name, low, "text", lob=bool(column.get("lob", False)))
+
+
+# --- bronze -------------------------------------------------------------------------------------
+
+
+def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = True) -> DataFrame:
+    """Landed files of Debezium event values, one JSON document per line."""
+    if not source.landing:
+        raise ConfigError([f"{source.file}: sources.{source.name}.landing: required for a file source"])
+    return read_text_lines(spark, source.landing, streaming=streaming, glob=source.options.get("glob"))
+
+
+def is_skipped(bronze: DataFrame | None = None) -> Column:
+    """Tombstones: blank line, ``null``, or an envelope whose payload is null with no other fields."""
+    v = F.trim(F.col("value"))
+    env = F.from_json(F.col("value"), "schema string, payload string, op string")
+    return (
+        F.col("value").isNull()
+        | (v == "")
+        | (v == "null")
+        | (v.startswith("{") & F.try_parse_json(F.col("value")).isNotNull() & env["payload"].isNull() & env["op"].isNull()
+           & v.contains('"payload"'))
+    )
+
+
+# --- envelope parsing ----------------------------------------------------------------------------
+
+
+def _parsed(bronze: DataFrame) -> DataFrame:
+    """Bronze + ``_payload`` (struct) + ``_envelope_error`` (NULL when the envelope is usable)."""
+    env = F.from_json(F.col("value"), "schema string, payload string, op string")
+    payload_text = F.when(env["payload"].isNotNull(), env["payload"]).when(env["op"].isNotNull(), F.col("value"))
+    payload = F.from_json(payload_text, _PAYLOAD_DDL)
+    not_object = ~F.trim(F.col("value")).startswith("{")
+    error = (
+        F.when(F.try_parse_json(F.col("value")).isNull() | not_object, F.lit("not a JSON object"))
+        .when(payload_text.isNull(), F.lit("missing `payload` (and no payload-only fields `op`/`source`)"))
+        .when(payload["op"].isNull(), F.lit("missing `payload.op`"))
+        .when(~payload["op"].isin(*OPS), F.format_string("unknown op '%s' (expected one of c, u, d, r, t)", payload["op"]))
+        .when(payload["source"].isNull(), F.lit("missing `payload.source`"))
+        .when(payload["source"]["table"].isNull(), F.lit("missing `payload.source.table`"))
+    )
+    return bronze.select("*", payload.alias("_payload"), error.alias("_envelope_error"))
+
+
+def _matches(table: TableConfig) -> Column:
+    src = F.col("_payload.source")
+    same_table = F.lower(src["table"]) == table.table.lower()
+    same_schema = F.lower(F.coalesce(src["schema"], F.lit(table.schema))) == table.schema.lower()
+    return same_table & same_schema
+
+
+def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
+    """Quarantine rows for records that no table takes: bad envelopes and tables not onboarded."""
+    tables = list(tables)
+    parsed = _parsed(bronze).where(~is_skipped())
+    taken = F.lit(False)
+    for t in tables:
+        taken = taken | _matches(t)
+    names = ", ".join(t.qualified for t in tables) or "none"
+    reason = F.coalesce(
+        F.col("_envelope_error"),
+        F.format_string(
+            "no onboarded table for %s.%s in source %s (onboarded: %s)",
+            F.col("_payload.source.schema"), F.col("_payload.source.table"), F.lit(source.name), F.lit(names),
+        ),
+    )
+    bad = parsed.where(F.col("_envelope_error").isNotNull() | ~F.coalesce(taken, F.lit(False)))
+    return bad.select(*model.quarantine_row(source_name=source.name, source_format=NAME, reason=reason))
+
+
+# --- decoding ------------------------------------------------------------------------------------
+
+
+def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
+    """Bronze rows of ``table`` -> canonical changes; rows whose values or keys don't read -> quarantine."""
+    keys = list(table.keys)
+    parsed = _parsed(bronze).where(~is_skipped() & F.col("_envelope_error").isNull() & _matches(table))
+    p, src = F.col("_payload"), F.col("_payload.source")
+    op = F.element_at(F.create_map(*[x for k, v in OPS.items() for x in (F.lit(k), F.lit(v))]), p["op"])
+    before, before_errors = typed_struct(p["before"], columns)
+    after, after_errors = typed_struct(p["after"], columns)
+    is_delete = p["op"] == "d"
+    image = F.when(is_delete, F.col("_before")).otherwise(F.col("_after"))
+    key = F.struct(*[image[k].alias(k) for k in keys])
+    key_nulls = F.filter(
+        F.array(*[F.when(image[k].isNull(), F.lit(k)) for k in keys]), lambda x: x.isNotNull()
+    )
+    names = [c.name for c in columns]
+    changed = F.when(
+        (p["op"] == "u") & p["before"].isNotNull() & p["after"].isNotNull(),
+        F.filter(F.array(*[F.lit(n) for n in names]), lambda n: ~F.element_at(p["before"], n).eqNullSafe(F.element_at(p["after"], n))),
+    ).when(p["op"].isin("c", "r"), F.array(*[F.lit(n) for n in names]))
+    serial = F.coalesce(src["event_serial_no"].try_cast("bigint"), F.lit(0))
+    change_id = record_id(
+        src["name"], src["db"], src["schema"], src["table"], p["op"], src["commit_lsn"], src["change_lsn"],
+        src["event_serial_no"], F.to_json(p["before"]), F.to_json(p["after"]),
+    )
+    typed = parsed.select(
+        "*",
+        before.alias("_before"),
+        after.alias("_after"),
+        F.concat(before_errors, after_errors).alias("_value_errors"),
+    ).select("*", key.alias("_key"), key_nulls.alias("_key_nulls"))
+    missing_image = F.when(
+        p["op"].isin("c", "u", "r") & p["after"].isNull(), F.format_string("op '%s' without `after`", p["op"])
+    ).when(is_delete & p["before"].isNull(), F.lit("op 'd' without `before`"))
+    reasons = F.filter(
+        F.concat(
+            F.array(missing_image),
+            F.col("_value_errors"),
+            F.transform(F.col("_key_nulls"), lambda k: F.format_string("key column %s is NULL", k)),
+        ),
+        lambda r: r.isNotNull(),
+    )
+    typed = typed.select("*", reasons.alias("_reasons"))
+    good = typed.where(F.size("_reasons") == 0)
+    bad = typed.where(F.size("_reasons") > 0)
+
+    changes = good.select(
+        *model.change_row(
+            change_id=change_id,
+            source_format=NAME,
+            table_name=table.name,
+            op=op,
+            key=F.col("_key"),
+            before=F.when(p["before"].isNotNull(), F.col("_before")),
+            after=F.when(~is_delete & p["after"].isNotNull(), F.col("_after")),
+            sequence=lsn.sequence(lsn.normalize_lsn(src["commit_lsn"]), lsn.normalize_lsn(src["change_lsn"]), serial),
+            source_server=src["name"],
+            source_database=src["db"],
+            source_schema=src["schema"],
+            source_table=src["table"],
+            provided_columns=F.when(~is_delete, provided_columns(p["after"], columns)),
+            changed_columns=changed,
+            commit_time=F.timestamp_millis(src["ts_ms"].try_cast("bigint")),
+            transaction_id=p["transaction"]["id"],
+        )
+    )
+    quarantine = bad.select(
+        *model.quarantine_row(
+            source_name=table.source.name,
+            source_format=NAME,
+            table_name=table.name,
+            reason=F.array_join(F.col("_reasons"), "; "),
+            rules=F.array(F.lit("decode")),
+        )
+    )
+    return Decoded(changes=changes, quarantine=quarantine)
+
+
+# --- columns --------------------------------------------------------------------------------------
+
+
+def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[ColumnSpec]:
+    """The table's typed columns: from ``columns:`` in its config, else from the first envelope in
+    the landing folder that carries a Kafka Connect schema for it."""
+    if table.columns:
+        return [spec_from_config(c) for c in table.columns]
+    found = discover_schema(source.landing, table) if source.landing else None
+    if found is None:
+        raise ConfigError(
+            [
+                f"{table.file}:1: columns: table {table.qualified} has no `columns:` and no Debezium "
+                f"envelope with a schema for it was found under {source.landing}; add `columns:` "
+                "(name and type per column) to the table config"
+            ]
+        )
+    return found
+
+
+def discover_schema(landing: str, table: TableConfig, max_lines_per_file: int = 1000) -> list[ColumnSpec] | None:
+    """Scan landed files (plain local folders) for a schema-bearing envelope of ``table``."""
+    root = Path(landing)
+    if not root.is_dir():
+        return None
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))):
+        try:
+            with path.open(encoding="utf-8", errors="replace") as fh:
+                for i, line in enumerate(fh):
+                    if i >= max_lines_per_file:
+                        break
+                    specs = _schema_in_line(line, table)
+                    if specs:
+                        return specs
+        except OSError:
+            continue
+    return None
+
+
+def _schema_in_line(line: str, table: TableConfig) -> list[ColumnSpec] | None:
+    line = line.strip()
+    if not line.startswith("{") or '"schema"' not in line:
+        return None
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    schema, payload = doc.get("schema"), doc.get("payload")
+    if not isinstance(schema, dict) or not isinstance(payload, dict):
+        return None
+    src = payload.get("source") or {}
+    if str(src.get("table", "")).lower() != table.table.lower():
+        return None
+    if str(src.get("schema", table.schema)).lower() != table.schema.lower():
+        return None
+    for f in schema.get("fields", []):
+        if f.get("field") in ("after", "before") and f.get("type") == "struct":
+            return [spec_from_connect_field(c) for c in f.get("fields", [])]
+    return None

@@ -1,0 +1,207 @@
+"""Debezium decoder: envelopes -> canonical changes, quarantine for what can't be read."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from decimal import Decimal
+
+import pytest
+from pyspark.sql import functions as F
+
+from debezium_events import customer, event, line, lsn, seed_event
+from sqlcdc import model
+from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.formats import base, debezium
+from sqlcdc.values import ColumnSpec
+
+SOURCE = SourceConfig(name="inventory", format="debezium", landing=None)
+CUSTOMERS = TableConfig(name="customers", source=SOURCE, schema="dbo", table="customers", keys=("id",))
+SEED_COLUMNS = [debezium.spec_from_connect_field(f) for f in seed_event()["schema"]["fields"][1]["fields"]]
+
+
+def bronze_of(spark, lines: list[str], file: str = "file:/landing/part-0.json"):
+    df = spark.createDataFrame([(v, file) for v in lines], "value string, source_file string")
+    return base.bronze_columns(df)
+
+
+def decode(spark, lines, table=CUSTOMERS, columns=SEED_COLUMNS):
+    bronze = bronze_of(spark, lines)
+    d = debezium.decode(bronze, table, columns)
+    return bronze, d
+
+
+def test_seed_create_event_decodes_to_the_expected_typed_row(spark):
+    """The seed's own example (Debezium docs, customers create event) -> one typed INSERT."""
+    raw = json.dumps(seed_event())  # the verbatim seed document, as one line
+    _, d = decode(spark, [raw])
+    rows = d.changes.collect()
+    assert d.quarantine.count() == 0
+    assert len(rows) == 1
+    r = rows[0]
+    assert r.op == "INSERT"
+    assert r.source_format == "debezium"
+    assert (r.source_server, r.source_database, r.source_schema, r.source_table) == ("server1", "testDB", "dbo", "customers")
+    assert r.key.asDict() == {"id": 1005}
+    assert r.before is None
+    assert r.after.asDict() == {"id": 1005, "first_name": "john", "last_name": "doe", "email": "john.doe@example.org"}
+    # commit_lsn 00000027:00000758:0005, change_lsn 00000027:00000758:0003, event_serial_no "1" (a string in the seed)
+    assert r.sequence.asDict() == {"commit_lsn": "00000027000007580005", "change_lsn": "00000027000007580003", "serial": 1}
+    # source.ts_ms 1559729468470 = 2019-06-05T10:11:08.470Z
+    assert r.commit_time == dt.datetime(2019, 6, 5, 10, 11, 8, 470000)
+    assert r.changed_columns == ["id", "first_name", "last_name", "email"]
+    assert sorted(r.provided_columns) == ["email", "first_name", "id", "last_name"]
+
+
+def test_seed_schema_maps_to_spark_types():
+    assert [(c.name, c.spark_type) for c in SEED_COLUMNS] == [
+        ("id", "int"), ("first_name", "string"), ("last_name", "string"), ("email", "string"),
+    ]
+
+
+def test_payload_only_envelope_decodes_like_the_schema_envelope(spark):
+    kw = dict(after=customer(7, "ann", "lee"), commit_lsn=lsn(0x30, 0x10, 5), change_lsn=lsn(0x30, 0x10, 2))
+    _, d = decode(spark, [line(event("c", **kw)), line(event("c", with_schema=False, **kw))])
+    rows = d.changes.collect()
+    assert len(rows) == 2
+    assert rows[0].after == rows[1].after and rows[0].sequence == rows[1].sequence
+    assert rows[0].change_id == rows[1].change_id  # same change, delivered twice
+
+
+def test_update_delete_and_snapshot_operations(spark):
+    a, b = customer(1, "a", "x"), customer(1, "a", "y")
+    lines = [
+        line(event("r", after=a, commit_lsn=lsn(0x20, 0, 1), change_lsn=None, serial=None, snapshot="true")),
+        line(event("u", before=a, after=b, commit_lsn=lsn(0x21, 1, 3), change_lsn=lsn(0x21, 1, 2), serial=2)),
+        line(event("d", before=b, after=None, commit_lsn=lsn(0x22, 1, 3), change_lsn=lsn(0x22, 1, 2))),
+    ]
+    _, d = decode(spark, lines)
+    rows = sorted(d.changes.collect(), key=lambda r: r.sequence)
+    assert [r.op for r in rows] == ["SNAPSHOT", "UPDATE", "DELETE"]
+    snap, upd, dele = rows
+    assert snap.sequence.change_lsn == "0" * 20 and snap.sequence.commit_lsn == "00000020000000000001"
+    assert upd.before.last_name == "x" and upd.after.last_name == "y"
+    assert upd.changed_columns == ["last_name", "email"]
+    assert dele.after is None and dele.before.last_name == "y" and dele.key.id == 1
+    assert dele.provided_columns is None
+
+
+def test_tombstones_are_skipped_not_quarantined(spark):
+    lines = ["", "null", json.dumps({"schema": None, "payload": None})]
+    bronze, d = decode(spark, lines)
+    assert d.changes.count() == 0 and d.quarantine.count() == 0
+    assert debezium.unrouted(bronze, SOURCE, [CUSTOMERS]).count() == 0
+    assert bronze.where(debezium.is_skipped()).count() == 3
+
+
+def test_malformed_envelopes_are_quarantined_with_a_reason(spark):
+    ok = line(event("c", after=customer(1, "a", "b"), commit_lsn=lsn(1, 1, 1), change_lsn=lsn(1, 1, 1)))
+    unknown_op = json.loads(ok)
+    unknown_op["payload"]["op"] = "x"
+    no_payload = {"schema": seed_event()["schema"]}
+    other_table = event("c", after=customer(2, "a", "b"), commit_lsn=lsn(1, 1, 1), change_lsn=lsn(1, 1, 1), table="orders")
+    lines = [ok, "this is not json", json.dumps(unknown_op), json.dumps(no_payload), line(other_table), "[1,2]"]
+    bronze, d = decode(spark, lines)
+    q = debezium.unrouted(bronze, SOURCE, [CUSTOMERS]).collect()
+    reasons = sorted(r.reason for r in q)
+    assert reasons == [
+        "missing `payload` (and no payload-only fields `op`/`source`)",
+        "no onboarded table for dbo.orders in source inventory (onboarded: dbo.customers)",
+        "not a JSON object",
+        "not a JSON object",
+        "unknown op 'x' (expected one of c, u, d, r, t)",
+    ]
+    assert {r.raw for r in q} >= {"this is not json", "[1,2]"}
+    assert all(r.bronze_record_id and r.bronze_file == "file:/landing/part-0.json" for r in q)
+    # conservation: every landed record is in silver, quarantine, or skipped
+    skipped = bronze.where(debezium.is_skipped()).count()
+    assert d.changes.count() + d.quarantine.count() + len(q) + skipped == len(lines)
+
+
+def test_null_key_and_unreadable_value_go_to_table_quarantine(spark):
+    null_key = event("c", after=customer(1, "a", "b") | {"id": None}, commit_lsn=lsn(1, 1, 1), change_lsn=lsn(1, 1, 1))
+    bad_value = event("c", after=customer(1, "a", "b") | {"id": "abc"}, commit_lsn=lsn(1, 1, 2), change_lsn=lsn(1, 1, 2))
+    _, d = decode(spark, [line(null_key), line(bad_value)])
+    assert d.changes.count() == 0
+    reasons = sorted(r.reason for r in d.quarantine.collect())
+    assert reasons == [
+        'column id: cannot read ["abc"] as int (text); key column id is NULL',
+        "key column id is NULL",
+    ]
+
+
+def test_logical_types_become_spark_types(spark):
+    """Decimal (base64 two's complement), Date, Time, Micro/Nano timestamps, ZonedTimestamp."""
+    fields = [
+        {"field": "id", "type": "int32"},
+        {"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "2", "connect.decimal.precision": "10"}},
+        {"field": "d", "type": "int32", "name": "io.debezium.time.Date"},
+        {"field": "t", "type": "int32", "name": "io.debezium.time.Time"},
+        {"field": "ts", "type": "int64", "name": "io.debezium.time.Timestamp"},
+        {"field": "mts", "type": "int64", "name": "io.debezium.time.MicroTimestamp"},
+        {"field": "nts", "type": "int64", "name": "io.debezium.time.NanoTimestamp"},
+        {"field": "zts", "type": "string", "name": "io.debezium.time.ZonedTimestamp"},
+        {"field": "big", "type": "int64"},
+        {"field": "ok", "type": "boolean"},
+        {"field": "blob", "type": "bytes"},
+    ]
+    cols = [debezium.spec_from_connect_field(f) for f in fields]
+    after = {
+        "id": 1,
+        "price": base64.b64encode((-1999).to_bytes(2, "big", signed=True)).decode(),  # -19.99
+        "d": 18052,  # 2019-06-05
+        "t": 37868470,  # 10:31:08.470
+        "ts": 1559729468470,
+        "mts": 1559729468470123,
+        "nts": 1559729468470123456,
+        "zts": "2019-06-05T12:11:08.47+02:00",
+        "big": 9007199254740993,
+        "ok": True,
+        "blob": base64.b64encode(b"\x00\xff").decode(),
+    }
+    table = TableConfig(name="t", source=SOURCE, schema="dbo", table="t", keys=("id",))
+    ev = {"op": "c", "before": None, "after": after, "source": {"name": "s", "db": "d", "schema": "dbo", "table": "t",
+          "commit_lsn": lsn(1, 1, 1), "change_lsn": lsn(1, 1, 1), "event_serial_no": 1, "ts_ms": 0}}
+    _, d = decode(spark, [json.dumps(ev)], table=table, columns=cols)
+    assert d.quarantine.count() == 0
+    a = d.changes.collect()[0].after
+    assert a.price == Decimal("-19.99")
+    assert a.d == dt.date(2019, 6, 5)
+    assert a.t == "10:31:08.470000"
+    assert a.ts == dt.datetime(2019, 6, 5, 10, 11, 8, 470000)
+    assert a.mts == dt.datetime(2019, 6, 5, 10, 11, 8, 470123)
+    assert a.nts == dt.datetime(2019, 6, 5, 10, 11, 8, 470123)
+    assert a.zts == dt.datetime(2019, 6, 5, 10, 11, 8, 470000)  # UTC instant, session zone UTC
+    assert a.big == 9007199254740993
+    assert a.ok is True
+    assert a.blob == bytearray(b"\x00\xff")
+    schema = {f.name: f.dataType.simpleString() for f in d.changes.schema["after"].dataType.fields}
+    assert schema["price"] == "decimal(10,2)" and schema["ts"] == "timestamp_ntz" and schema["zts"] == "timestamp"
+
+
+def test_columns_are_discovered_from_a_schema_envelope_in_the_landing_folder(tmp_path):
+    (tmp_path / "a.json").write_text("garbage\n" + json.dumps(seed_event()) + "\n")
+    src = SourceConfig(name="inventory", format="debezium", landing=str(tmp_path))
+    table = TableConfig(name="customers", source=src, schema="dbo", table="customers", keys=("id",))
+    assert [(c.name, c.spark_type) for c in debezium.columns_for(table, src)] == [
+        ("id", "int"), ("first_name", "string"), ("last_name", "string"), ("email", "string"),
+    ]
+
+
+def test_missing_columns_and_no_schema_envelope_is_a_config_error_naming_the_table(tmp_path):
+    from sqlcdc.config import ConfigError
+
+    src = SourceConfig(name="inventory", format="debezium", landing=str(tmp_path))
+    table = TableConfig(name="orders", source=src, schema="dbo", table="orders", keys=("id",), file="config/tables/orders.yml")
+    with pytest.raises(ConfigError, match=r"config/tables/orders.yml:1: columns: table dbo.orders has no `columns:`"):
+        debezium.columns_for(table, src)
+
+
+def test_apply_frame_turns_a_key_change_into_delete_plus_upsert(spark):
+    """CT/Qlik-style key change (one UPDATE, before key != after key) -> DELETE old + UPSERT new."""
+    ev = event("u", before=customer(1, "a", "b"), after=customer(2, "a", "b"), commit_lsn=lsn(5, 1, 1), change_lsn=lsn(5, 1, 1))
+    _, d = decode(spark, [line(ev)])
+    frame = model.apply_frame(d.changes, [c.name for c in SEED_COLUMNS], ["id"])
+    got = sorted((r.id, r._op) for r in frame.collect())
+    assert got == [(1, "DELETE"), (2, "UPSERT")]
