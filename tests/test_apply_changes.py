@@ -1,0 +1,320 @@
+"""Examples of the gold apply-changes engine (AUTO CDC semantics), each with hand-computed tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec, merge_scd1, merge_scd2, scd1, scd2
+from sqlcdc.config import ConfigError
+from sqlcdc.lsn import SEQUENCE_TYPE
+
+SCHEMA = StructType(
+    [
+        StructField("id", LongType()),
+        StructField("name", StringType()),
+        StructField("city", StringType()),
+        StructField("_op", StringType()),
+        StructField("_sequence", SEQUENCE_TYPE, nullable=False),
+        StructField("_provided", ArrayType(StringType())),
+        StructField("_change_id", StringType()),
+        StructField("_commit_time", TimestampType()),
+    ]
+)
+T0 = dt.datetime(2026, 1, 1)
+
+
+def seq(n: int) -> tuple:
+    """A sequence struct whose order is n's order."""
+    return (f"{n:020X}", f"{n:020X}", 0)
+
+
+def ev(op, n, id_, name=None, city=None, provided=None, cid=None):
+    """One apply-frame row. op: U(psert) D(elete) T(runcate)."""
+    op = {"U": "UPSERT", "D": "DELETE", "T": "TRUNCATE"}[op]
+    return (id_, name, city, op, seq(n), provided, cid or f"c{n}-{id_}", T0 + dt.timedelta(seconds=n))
+
+
+def frame(spark, rows):
+    return spark.createDataFrame(rows, SCHEMA)
+
+
+SPEC1 = ApplyChangesSpec(keys=["id"], table="customers")
+SPEC2 = ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, table="customers")
+
+
+def rows1(df):
+    return sorted(tuple(r) for r in df.collect())
+
+
+def rows2(df):
+    """SCD2 rows with the sequences turned back into their integers."""
+    out = []
+    for r in df.collect():
+        d = r.asDict()
+        s, e = d.pop(START_AT), d.pop(END_AT)
+        out.append(tuple(d.values()) + (int(s["commit_lsn"], 16), None if e is None else int(e["commit_lsn"], 16)))
+    return sorted(out, key=lambda t: tuple((x is None, x) for x in t))
+
+
+# ---------------------------------------------------------------- SCD1
+def test_scd1_insert_update_delete(spark):
+    df = frame(spark, [
+        ev("U", 1, 1, "ann", "oslo"),
+        ev("U", 2, 2, "bob", "rome"),
+        ev("U", 3, 1, "ann", "bergen"),
+        ev("D", 4, 2, "bob", "rome"),
+    ])
+    assert scd1(df, SPEC1).columns == ["id", "name", "city"]
+    assert rows1(scd1(df, SPEC1)) == [(1, "ann", "bergen")]
+
+
+def test_scd1_out_of_order_and_duplicates(spark):
+    events = [
+        ev("U", 3, 1, "ann", "bergen"),
+        ev("U", 1, 1, "ann", "oslo"),
+        ev("U", 1, 1, "ann", "oslo"),  # duplicate delivery
+        ev("U", 3, 1, "ann", "bergen"),
+        ev("U", 2, 1, "ann", "paris"),
+    ]
+    assert rows1(scd1(frame(spark, events), SPEC1)) == [(1, "ann", "bergen")]
+
+
+def test_late_event_older_than_delete_does_not_resurrect(spark):
+    df = frame(spark, [ev("U", 1, 1, "ann", "oslo"), ev("D", 5, 1), ev("U", 3, 1, "ann", "late")])
+    assert rows1(scd1(df, SPEC1)) == []
+    assert rows2(scd2(df, SPEC2)) == [(1, "ann", "late", 3, 5), (1, "ann", "oslo", 1, 3)]
+
+
+def test_reinsert_after_delete_starts_from_nothing(spark):
+    df = frame(spark, [
+        ev("U", 1, 1, "ann", "oslo"),
+        ev("D", 2, 1),
+        ev("U", 3, 1, "ann2", provided=["id", "name"]),
+    ])
+    assert rows1(scd1(df, SPEC1)) == [(1, "ann2", None)]
+
+
+def test_partial_update_keeps_absent_columns_and_sets_provided_null(spark):
+    df = frame(spark, [
+        ev("U", 1, 1, "ann", "oslo"),
+        ev("U", 2, 1, None, "rome", provided=["city"]),   # name absent: keeps "ann"
+        ev("U", 3, 2, "bob", "x"),
+        ev("U", 4, 2, None, None, provided=["name"]),      # a provided NULL sets NULL
+    ])
+    assert rows1(scd1(df, SPEC1)) == [(1, "ann", "rome"), (2, None, "x")]
+
+
+def test_partial_update_arriving_late_only_sets_what_no_later_event_set(spark):
+    df = frame(spark, [
+        ev("U", 5, 1, "ann", None, provided=["id", "name"]),
+        ev("U", 1, 1, "old", "oslo"),
+        ev("U", 3, 1, "mid", None, provided=["name"]),
+    ])
+    assert rows1(scd1(df, SPEC1)) == [(1, "ann", "oslo")]
+
+
+def test_ignore_null_updates(spark):
+    spec = ApplyChangesSpec(keys=["id"], ignore_null_updates=True, table="customers")
+    df = frame(spark, [ev("U", 1, 1, "ann", "oslo"), ev("U", 2, 1, None, "rome"), ev("U", 3, 2, None, "x")])
+    assert rows1(scd1(df, spec)) == [(1, "ann", "rome"), (2, None, "x")]
+
+
+def test_primary_key_change_as_delete_plus_upsert(spark):
+    # model.apply_frame explodes an UPDATE 1 -> 7 into DELETE(1) + UPSERT(7) with one sequence.
+    df = frame(spark, [
+        ev("U", 1, 1, "ann", "oslo"),
+        ev("D", 2, 1, "ann", "oslo", cid="c2#old-key"),
+        ev("U", 2, 7, "ann", "oslo", cid="c2"),
+    ])
+    assert rows1(scd1(df, SPEC1)) == [(7, "ann", "oslo")]
+    assert rows2(scd2(df, SPEC2)) == [(1, "ann", "oslo", 1, 2), (7, "ann", "oslo", 2, None)]
+
+
+def test_column_list_and_except_column_list(spark):
+    df = frame(spark, [ev("U", 1, 1, "ann", "oslo")])
+    only = ApplyChangesSpec(keys=["id"], column_list=["id", "city"], table="customers")
+    assert scd1(df, only).columns == ["id", "city"]
+    assert rows1(scd1(df, only)) == [(1, "oslo")]
+    drop = ApplyChangesSpec(keys=["id"], except_column_list=["city"], table="customers")
+    assert rows1(scd1(df, drop)) == [(1, "ann")]
+
+
+def test_truncate_removes_keys_sequenced_before_it(spark):
+    df = frame(spark, [
+        ev("U", 1, 1, "ann", "oslo"),
+        ev("U", 2, 2, "bob", "rome"),
+        ev("T", 3, None),
+        ev("U", 4, 2, "bob", "paris", provided=["id", "city"]),
+        ev("U", 2, 3, "cid", "late"),  # sequenced before the truncate: gone
+    ])
+    assert rows1(scd1(df, SPEC1)) == [(2, None, "paris")]
+    assert rows2(scd2(df, SPEC2)) == [
+        (1, "ann", "oslo", 1, 3),
+        (2, "bob", "rome", 2, 3),
+        (2, None, "paris", 4, None),
+        (3, "cid", "late", 2, 3),
+    ]
+
+
+# ---------------------------------------------------------------- SCD2
+def test_scd2_history(spark):
+    df = frame(spark, [
+        ev("U", 1, 1, "ann", "oslo"),
+        ev("U", 2, 1, "ann", "rome"),
+        ev("D", 3, 1),
+        ev("U", 4, 1, "ann", "rome"),
+    ])
+    out = scd2(df, SPEC2)
+    assert out.columns == ["id", "name", "city", START_AT, END_AT]
+    assert out.schema[START_AT].dataType == SEQUENCE_TYPE or out.schema[START_AT].dataType.simpleString() == \
+        SEQUENCE_TYPE.simpleString()
+    assert rows2(out) == [(1, "ann", "oslo", 1, 2), (1, "ann", "rome", 2, 3), (1, "ann", "rome", 4, None)]
+
+
+def test_scd2_identical_reupsert_and_duplicates_open_no_version(spark):
+    df = frame(spark, [
+        ev("U", 1, 1, "ann", "oslo"),
+        ev("U", 2, 1, "ann", "oslo"),
+        ev("U", 2, 1, "ann", "oslo"),
+        ev("D", 3, 1),
+        ev("D", 3, 1),
+    ])
+    assert rows2(scd2(df, SPEC2)) == [(1, "ann", "oslo", 1, 3)]
+
+
+def test_scd2_untracked_change_updates_current_version_in_place(spark):
+    spec = ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, track_history_column_list=["name"], table="c")
+    df = frame(spark, [
+        ev("U", 1, 1, "ann", "oslo"),
+        ev("U", 2, 1, "ann", "rome"),      # city untracked: same version, new value
+        ev("U", 3, 1, "anna", "rome"),     # name tracked: new version
+        ev("U", 4, 1, "anna", "paris"),
+    ])
+    assert rows2(scd2(df, spec)) == [(1, "ann", "rome", 1, 3), (1, "anna", "paris", 3, None)]
+    exc = ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, track_history_except_column_list=["city"], table="c")
+    assert rows2(scd2(df, exc)) == rows2(scd2(df, spec))
+
+
+def test_scd2_out_of_order(spark):
+    events = [
+        ev("U", 4, 1, "d", "x"),
+        ev("U", 2, 1, "b", "x"),
+        ev("U", 1, 1, "a", "x"),
+        ev("U", 3, 1, None, "y", provided=["city"]),
+    ]
+    assert rows2(scd2(frame(spark, events), SPEC2)) == [
+        (1, "a", "x", 1, 2),
+        (1, "b", "x", 2, 3),
+        (1, "b", "y", 3, 4),
+        (1, "d", "x", 4, None),
+    ]
+
+
+def test_custom_sequence_column_and_delete_expression(spark):
+    schema = StructType([
+        StructField("k", StringType()),
+        StructField("v", LongType()),
+        StructField("op", StringType()),
+        StructField("ts", LongType(), nullable=False),
+    ])
+    df = spark.createDataFrame([("a", 1, "I", 1), ("a", 2, "U", 2), ("b", 1, "I", 1), ("b", 1, "D", 3)], schema)
+    spec = ApplyChangesSpec(keys=["k"], sequence_by="ts", apply_as_deletes="op = 'D'", apply_as_truncates=None,
+                            except_column_list=["op"], provided_column=None, change_id_column=None,
+                            commit_time_column=None, table="t")
+    spec.validate(df.schema)
+    assert rows1(scd1(df, spec)) == [("a", 2, 2)]
+    s2 = ApplyChangesSpec(**{**spec.__dict__, "stored_as_scd_type": 2})
+    assert sorted(tuple(r) for r in scd2(df, s2).collect()) == [
+        ("a", 1, 1, 1, 2), ("a", 2, 2, 2, None), ("b", 1, 1, 1, 3)]
+
+
+# ---------------------------------------------------------------- validation
+def _problems(spec):
+    with pytest.raises(ConfigError) as e:
+        spec.validate(SCHEMA)
+    return e.value.problems
+
+
+def test_validate_accepts_good_spec():
+    SPEC1.validate(SCHEMA)
+    SPEC2.validate(SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        (dict(keys=["idd"]), "orders: keys: unknown column 'idd'"),
+        (dict(keys=[]), "orders: keys: at least one key"),
+        (dict(keys=["id"], column_list=["id", "nmae"]), "orders: column_list: unknown column 'nmae'"),
+        (dict(keys=["id"], except_column_list=["zip"]), "orders: except_column_list: unknown column 'zip'"),
+        (dict(keys=["id"], column_list=["id"], except_column_list=["name"]), "orders: column_list: give column_list or"),
+        (dict(keys=["id"], column_list=["name"]), "orders: column_list: must include key column 'id'"),
+        (dict(keys=["id"], stored_as_scd_type=2, track_history_column_list=["x"]),
+         "orders: track_history_column_list: unknown column 'x'"),
+        (dict(keys=["id"], stored_as_scd_type=2, track_history_except_column_list=["x"]),
+         "orders: track_history_except_column_list: unknown column 'x'"),
+        (dict(keys=["id"], stored_as_scd_type=2, track_history_column_list=["name"],
+              track_history_except_column_list=["city"]), "orders: track_history_column_list: give"),
+        (dict(keys=["id"], track_history_column_list=["name"]), "only valid with stored_as_scd_type=2"),
+        (dict(keys=["id"], sequence_by="seq"), "orders: sequence_by: unknown column 'seq'"),
+        (dict(keys=["id"], sequence_by="name"), "orders: sequence_by: column 'name' is nullable"),
+        (dict(keys=["id"], stored_as_scd_type=3), "orders: stored_as_scd_type: must be 1 or 2"),
+        (dict(keys=["id"], provided_column="_present"), "orders: provided_column: unknown column '_present'"),
+    ],
+)
+def test_validate_refuses_config_mistakes(kwargs, expected):
+    problems = _problems(ApplyChangesSpec(table="orders", **kwargs))
+    assert any(expected in p for p in problems), problems
+
+
+def test_validate_reports_every_problem_at_once():
+    problems = _problems(ApplyChangesSpec(keys=["idd"], column_list=["x"], except_column_list=["y"], table="o"))
+    assert len(problems) >= 3
+
+
+# ---------------------------------------------------------------- Databricks mapping (no Spark)
+def test_to_auto_cdc_kwargs_scd1():
+    kw = SPEC1.to_auto_cdc_kwargs(target="gold_customers", source="silver_customers")
+    assert kw == {
+        "target": "gold_customers",
+        "source": "silver_customers",
+        "keys": ["id"],
+        "sequence_by": "_sequence",
+        "ignore_null_updates": False,
+        "stored_as_scd_type": 1,
+        "apply_as_deletes": "_op = 'DELETE'",
+        "apply_as_truncates": "_op = 'TRUNCATE'",
+        "except_column_list": ["_op", "_sequence", "_provided", "_change_id", "_commit_time"],
+    }
+
+
+def test_to_auto_cdc_kwargs_scd2_with_lists():
+    spec = ApplyChangesSpec(keys=["id", "region"], stored_as_scd_type=2, column_list=["id", "region", "name"],
+                            track_history_except_column_list=["name"], ignore_null_updates=True, table="c")
+    kw = spec.to_auto_cdc_kwargs("t", "s")
+    assert kw["stored_as_scd_type"] == 2
+    assert kw["keys"] == ["id", "region"]
+    assert kw["column_list"] == ["id", "region", "name"]
+    assert "except_column_list" not in kw
+    assert kw["track_history_except_column_list"] == ["name"]
+    assert "track_history_column_list" not in kw
+    assert "apply_as_truncates" not in kw  # Databricks: truncates are SCD1-only
+    assert kw["ignore_null_updates"] is True
+
+
+def test_to_auto_cdc_kwargs_user_excepts_come_first_and_no_deletes():
+    spec = ApplyChangesSpec(keys=["id"], except_column_list=["city"], apply_as_deletes=None,
+                            apply_as_truncates=None, table="c")
+    kw = spec.to_auto_cdc_kwargs("t", "s")
+    assert kw["except_column_list"] == ["city", "_op", "_sequence", "_provided", "_change_id", "_commit_time"]
+    assert "apply_as_deletes" not in kw and "apply_as_truncates" not in kw
