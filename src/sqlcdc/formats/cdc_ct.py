@@ -1,0 +1,595 @@
+"""SQL Server native change tables (``cdc.<capture_instance>_CT``) exported to files -> canonical changes.
+
+What lands
+==========
+
+Rows of a change table, or of ``cdc.fn_cdc_get_all_changes_<ci>(@from, @to, N'all update old')``
+(same columns; :mod:`sqlcdc.ct_jdbc` writes those), exported as **Parquet**, **CSV** (with a
+header line) or **JSON lines**. The format is taken from the file extension (``.parquet``;
+``.csv``; ``.json``/``.jsonl``/``.ndjson``) unless the source option ``file_format`` forces one.
+Each row has the metadata columns ``__$start_lsn``, ``__$end_lsn``, ``__$seqval``,
+``__$operation``, ``__$update_mask``, ``__$command_id`` (absent before the 2012-2016 cumulative
+updates that introduced it: then the order inside a transaction falls back to ``__$seqval``), then
+the captured columns. An optional ``tran_end_time`` column (the ``cdc.lsn_time_mapping`` join the
+documentation describes) becomes the commit time.
+
+Binary values (LSNs, the update mask, ``binary``/``varbinary`` columns) may be native binary
+(Parquet), ``0x``-hex text, bare hex text (``bcp``), or base64 (``FOR JSON`` exports). A 10-byte LSN
+is recognised in every spelling (20 hex digits, or 16 base64 characters ending ``==``); for other
+binary text without ``0x`` the source option ``binary_text: hex|base64`` decides (default ``hex``).
+
+Which capture instance a file belongs to comes from its path: the file name
+``[cdc.]<ci>_CT[.|_|-]anything`` (``cdc.dbo_orders_CT.csv``, ``dbo_orders_CT_0001.parquet``), else
+the parent folder ``[cdc.]<ci>[_CT]`` (``landing/dbo_orders/part-0.parquet``). A table's capture
+instance is its ``options.capture_instance``, default ``<schema>_<table>`` (SQL Server's default).
+
+Bronze
+======
+
+Uniform across formats: one row per change-table row, ``value`` = the row as a JSON object
+(Parquet/CSV values rendered as text, binary as ``0x`` hex; a JSON line is kept as landed),
+``source_file``, ``record_id`` (hash of file and row) and ``ingest_time`` = the file's
+modification time, so a recomputed bronze keeps its ingest metadata. Bronze is a *batch* read
+(:data:`STREAMING` is False, below), because Parquet and CSV exports of different capture
+instances have different columns and Spark's streaming file source needs one fixed schema.
+
+Decoding
+========
+
+- ``__$operation`` 1 -> DELETE (before image), 2 -> INSERT (after image), 3 + 4 -> one UPDATE: the
+  rows sharing ``__$start_lsn`` and ``__$seqval`` are paired, 3 is the before image, 4 the after.
+  A 3 or 4 whose partner is missing goes to quarantine with the reason; so does a row whose LSNs,
+  operation, key or values do not read. The same change-table row landed twice (overlapping
+  exports) is one change: its ``change_id`` (``cdc_ct:<ci>:<start_lsn>:<seqval>:<op>``) is stable.
+- Pairing needs both rows of an update, which may sit in different files or exports, so
+  :data:`STREAMING` is False: silver is recomputed from bronze.
+- ``changed_columns``: the ``__$update_mask`` bits of the captured-column ordinals. Ordinals are
+  the positions in the table config's ``columns:`` (the change table's column order), or
+  ``options.column_ordinals: {name: ordinal}`` when the config lists a subset or another order. The
+  mask follows ``sys.fn_cdc_is_bit_set``: ordinal *p* is bit ``(p-1) % 8`` of the byte
+  ``(p-1) // 8`` counted **from the end** of the varbinary, i.e. the mask is a big-endian number
+  whose bit ``p-1`` is set (the reverse byte order of Qlik's little-endian ``changeMask``). Inserts
+  and deletes have every bit set, so they list every column.
+- Large objects (config ``lob: true``; ``varchar(max)``, ``nvarchar(max)``, ``varbinary(max)``)
+  are NULL in operation 3 unless the update changed them. Such a NULL is *not provided*, not NULL:
+  when the mask says the column did not change, the before image takes the after image's value
+  (unchanged means equal); and an after-image LOB that is NULL while its mask bit is clear is left
+  out of ``provided_columns``, so gold keeps the value it has (which is right whether the NULL was
+  real or omitted). ``image``/``text``/``ntext`` are NULL in operations 1 and 3: deletes only
+  remove the key in gold, and the before-image rule above covers updates.
+
+Ordering: the ``sequence`` decision
+===================================
+
+The documented order is commit LSN (``__$start_lsn``), then ``__$command_id``, then operation;
+``__$seqval`` is "not for ordering". Debezium reads these same change tables and stamps its events
+``commit_lsn = __$start_lsn``, ``change_lsn = __$seqval`` and ``event_serial_no`` = the count of
+change-table rows consumed at that (commit, seqval) position (``SqlServerOffsetContext.
+setChangePosition``): 1 for an insert or delete, 2 for an update (rows 3 and 4), 1 and 2 for a
+delete + insert that share a position. Gold's SCD2 ``__START_AT``/``__END_AT`` are the sequence
+values, so for CT and Debezium to give identical gold tables the CT sequence must be that same
+triple. It is, with one adjustment that makes the documented rule win where the two disagree:
+
+1. each change gets Debezium's ``(seqval, serial)``;
+2. inside each commit, changes are ranked by ``(__$command_id, operation, seqval, serial)`` (the
+   documented order; seqval only breaks ties) and, separately, their ``(seqval, serial)`` pairs
+   are sorted; the change of rank *k* gets the *k*-th pair.
+
+When seqval order agrees with command order (the normal case) step 2 changes nothing and the
+sequence equals Debezium's exactly. When it does not (the change-table ordering bug that
+``__$command_id`` was added to fix, KB 3030352), the changes still sort in command order, with
+values from the same LSN space, so back-fill from CT and continuation from Debezium or CES still
+interleave correctly. A primary-key change recorded as one 3+4 pair is one UPDATE here;
+:func:`sqlcdc.model.apply_frame` turns it into DELETE(old key) + UPSERT(new key) at the pair's
+sequence, which is what Debezium emits for it (both events carry the same offset).
+
+Example::
+
+    from sqlcdc.formats import cdc_ct
+    bronze = cdc_ct.read_bronze(spark, source)          # batch: Parquet + CSV + JSON lines
+    cols = cdc_ct.columns_for(table, source, spark)     # from the table config
+    decoded = cdc_ct.decode(bronze, table, cols)        # .changes, .quarantine
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Iterable
+from urllib.parse import unquote
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType
+
+from sqlcdc import lsn, model
+from sqlcdc.config import ConfigError, SourceConfig, TableConfig
+from sqlcdc.formats import Decoded
+from sqlcdc.formats.base import record_id
+from sqlcdc.values import ColumnSpec, typed_struct
+
+NAME = "cdc_ct"
+STREAMING = False
+
+START_LSN, END_LSN, SEQVAL = "__$start_lsn", "__$end_lsn", "__$seqval"
+OPERATION, UPDATE_MASK, COMMAND_ID = "__$operation", "__$update_mask", "__$command_id"
+META_COLUMNS = (START_LSN, END_LSN, SEQVAL, OPERATION, UPDATE_MASK, COMMAND_ID)
+COMMIT_TIME_COLUMN = "tran_end_time"
+
+OP_DELETE, OP_INSERT, OP_UPDATE_OLD, OP_UPDATE_NEW = 1, 2, 3, 4
+
+FILE_FORMATS = {
+    "parquet": "*.parquet",
+    "csv": "*.{csv,CSV,csv.gz}",
+    "json": "*.{json,jsonl,ndjson,JSON,JSONL,json.gz,jsonl.gz}",
+}
+
+# Capture instance from a file path (see the module docstring). Same patterns in Python and Spark.
+_CI_FROM_NAME = r"^(?:cdc\.)?(.+)_CT(?:[._-].*)?$"
+_CI_FROM_FOLDER = r"^(?:cdc\.)?(.+?)(?:_CT)?$"
+
+
+# --- capture instance of a landed file -----------------------------------------------------------
+
+
+def capture_instance_of(path: str) -> str:
+    """The capture instance a landed file belongs to, from its path ('' when none can be told).
+
+    >>> capture_instance_of("file:///landing/cdc.dbo_orders_CT.csv")
+    'dbo_orders'
+    >>> capture_instance_of("/landing/dbo_orders_CT_0001.parquet")
+    'dbo_orders'
+    >>> capture_instance_of("/landing/sales_Order%20Lines/part-0.json")
+    'sales_Order Lines'
+    """
+    parts = [unquote(p) for p in path.rstrip("/").split("/")]
+    m = re.match(_CI_FROM_NAME, parts[-1])
+    if m:
+        return m.group(1)
+    if len(parts) >= 2:
+        m = re.match(_CI_FROM_FOLDER, parts[-2])
+        if m:
+            return m.group(1)
+    return ""
+
+
+def capture_instance_col(path: Column) -> Column:
+    """Spark version of :func:`capture_instance_of`."""
+    name = F.url_decode(F.regexp_extract(path, r"([^/]+)/*$", 1))
+    folder = F.url_decode(F.regexp_extract(path, r"([^/]+)/[^/]+/*$", 1))
+    from_name = F.regexp_extract(name, _CI_FROM_NAME, 1)
+    from_folder = F.regexp_extract(folder, _CI_FROM_FOLDER, 1)
+    return F.when(from_name != "", from_name).otherwise(from_folder)
+
+
+def table_capture_instance(table: TableConfig) -> str:
+    """``options.capture_instance``, default ``<schema>_<table>``."""
+    return str(table.options.get("capture_instance") or f"{table.schema}_{table.table}")
+
+
+# --- bronze --------------------------------------------------------------------------------------
+
+
+def _file_format(source: SourceConfig) -> str | None:
+    forced = source.options.get("file_format")
+    if forced is None:
+        return None
+    forced = str(forced).lower().replace("jsonl", "json").replace("ndjson", "json")
+    if forced not in FILE_FORMATS:
+        raise ConfigError(
+            [f"{source.file}: sources.{source.name}.options.file_format: {forced!r} is not one of "
+             f"{', '.join(FILE_FORMATS)}"]
+        )
+    return forced
+
+
+def _as_text(df: DataFrame) -> DataFrame:
+    """Every column as text; binary as ``0x`` hex (the same spelling CSV exports use)."""
+    cols = []
+    for f in df.schema.fields:
+        c = F.col(f"`{f.name}`")
+        if isinstance(f.dataType, BinaryType):
+            c = F.when(c.isNotNull(), F.concat(F.lit("0x"), F.hex(c)))
+        else:
+            c = c.cast("string")
+        cols.append(c.alias(f.name))
+    return df.select(*cols)
+
+
+def _tabular(spark: SparkSession, landing: str, fmt: str, glob: str, source: SourceConfig) -> list[DataFrame]:
+    """Parquet/CSV files, read per capture instance (files of one instance share their columns)."""
+    listing = (
+        spark.read.format("binaryFile")
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", glob)
+        .load(landing)
+        .select("path")
+    )
+    groups: dict[str, list[str]] = defaultdict(list)
+    for row in listing.collect():
+        groups[capture_instance_of(row.path)].append(row.path)
+    frames = []
+    for _, paths in sorted(groups.items()):
+        if fmt == "csv":
+            reader = (
+                spark.read.option("header", "true")
+                .option("inferSchema", "false")
+                .option("sep", source.options.get("csv_delimiter", ","))
+                .option("nullValue", source.options.get("csv_null_value", ""))
+                .option("multiLine", "true")
+                .option("escape", '"')
+            )
+            raw = reader.csv(sorted(paths))
+        else:
+            raw = spark.read.parquet(*sorted(paths))
+        text = _as_text(raw)
+        frames.append(
+            text.select(
+                F.to_json(F.struct(*[F.col(f"`{c}`") for c in text.columns]), {"ignoreNullFields": "false"}).alias("value"),
+                F.col("_metadata.file_path").alias("source_file"),
+                F.col("_metadata.file_modification_time").alias("ingest_time"),
+            )
+        )
+    return frames
+
+
+def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = False) -> DataFrame:
+    """Landed change-table exports (Parquet, CSV, JSON lines) as bronze rows (a batch read).
+
+    Columns: ``record_id, value, source_file, ingest_time`` (the file's modification time).
+    ``streaming=True`` is refused: see the module docstring.
+    """
+    if streaming:
+        raise ValueError(f"source {source.name}: cdc_ct bronze is a batch read (STREAMING = False)")
+    if not source.landing:
+        raise ConfigError([f"{source.file}: sources.{source.name}.landing: required for a file source"])
+    forced = _file_format(source)
+    formats = [forced] if forced else list(FILE_FORMATS)
+    frames: list[DataFrame] = []
+    for fmt in formats:
+        glob = source.options.get("glob") if forced else None
+        glob = glob or FILE_FORMATS[fmt]
+        if fmt == "json":
+            lines = (
+                spark.read.format("text")
+                .option("recursiveFileLookup", "true")
+                .option("pathGlobFilter", glob)
+                .load(source.landing)
+            )
+            frames.append(
+                lines.where(F.trim("value") != "").select(
+                    "value",
+                    F.col("_metadata.file_path").alias("source_file"),
+                    F.col("_metadata.file_modification_time").alias("ingest_time"),
+                )
+            )
+        else:
+            frames += _tabular(spark, source.landing, fmt, glob, source)
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out.select(
+        record_id(F.col("source_file"), F.col("value")).alias("record_id"),
+        "value",
+        "source_file",
+        "ingest_time",
+    )
+
+
+# --- columns -------------------------------------------------------------------------------------
+
+
+def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[ColumnSpec]:
+    """Typed captured columns from the table config, with their change-table ordinals.
+
+    ``columns:`` lists the captured columns in change-table order (``type`` a Spark SQL type;
+    ``binary``/``varbinary`` for binary columns; ``lob: true`` for ``(max)`` types). Ordinals are the
+    1-based positions, or ``options.column_ordinals`` (``{name: ordinal}``) where given.
+    """
+    where = f"{table.file}:1"
+    if not table.columns:
+        raise ConfigError(
+            [f"{where}: columns: table {table.qualified} (format cdc_ct) needs `columns:` (name, type, "
+             "lob) in change-table order: change-table exports carry no types"]
+        )
+    if not table.keys:
+        raise ConfigError([f"{where}: keys: table {table.qualified} (format cdc_ct) needs `keys:`"])
+    ordinals = table.options.get("column_ordinals") or {}
+    names = [c["name"] for c in table.columns]
+    problems = []
+    for name in ordinals:
+        if name not in names:
+            problems.append(f"{where}: options.column_ordinals: {name!r} is not in columns ({', '.join(names)})")
+    for k in table.keys:
+        if k not in names:
+            problems.append(f"{where}: keys: {k!r} is not in columns ({', '.join(names)})")
+    specs = []
+    for i, c in enumerate(table.columns, start=1):
+        t = str(c["type"]).strip().lower()
+        is_binary = t in ("binary", "varbinary") or t.startswith(("binary(", "varbinary("))
+        try:
+            ordinal = int(ordinals.get(c["name"], i))
+        except (TypeError, ValueError):
+            problems.append(f"{where}: options.column_ordinals.{c['name']}: not an integer")
+            continue
+        specs.append(
+            ColumnSpec(
+                c["name"],
+                "binary" if is_binary else t,
+                "hex" if is_binary else "text",
+                lob=bool(c.get("lob", False)),
+                ordinal=ordinal,
+                source_type=str(c["type"]),
+            )
+        )
+    seen: dict[int, str] = {}
+    for s in specs:
+        if s.ordinal in seen:
+            problems.append(f"{where}: options.column_ordinals: ordinal {s.ordinal} given to both {seen[s.ordinal]!r} and {s.name!r}")
+        seen[s.ordinal] = s.name
+    if problems:
+        raise ConfigError(problems)
+    return specs
+
+
+# --- value spellings -----------------------------------------------------------------------------
+
+
+def lsn_text(raw: Column) -> Column:
+    """An LSN in any export spelling (``0x`` hex, bare hex, base64 of binary(10)) -> 20 hex digits."""
+    t = F.trim(raw)
+    return F.when(t.rlike(r"^[A-Za-z0-9+/]{14}==$"), lsn.binary_lsn(F.unbase64(t))).otherwise(lsn.normalize_lsn(t))
+
+
+def binary_hex(raw: Column, prefer_base64: bool = False) -> Column:
+    """Binary text (``0x`` hex, bare hex, base64) -> upper-case hex digits, NULL when unreadable."""
+    t = F.trim(raw)
+    prefixed = t.rlike(r"^0[xX]([0-9A-Fa-f]{2})*$")
+    bare_hex = t.rlike(r"^([0-9A-Fa-f]{2})*$")
+    b64 = t.rlike(r"^[A-Za-z0-9+/]*={0,2}$") & (F.length(t) % 4 == 0)
+    from_hex = F.upper(F.regexp_replace(t, r"^0[xX]", ""))
+    from_b64 = F.hex(F.unbase64(t))
+    if prefer_base64:
+        return F.when(prefixed, from_hex).when(b64, from_b64).when(bare_hex, from_hex)
+    return F.when(prefixed | bare_hex, from_hex).when(b64, from_b64)
+
+
+def mask_bit(mask_hex: Column, ordinal: int) -> Column:
+    """``sys.fn_cdc_is_bit_set(ordinal, mask)`` on the mask's hex digits (False when too short).
+
+    >>> # mask 0x0201 over 10 columns: ordinal 1 (last byte, bit 0) and ordinal 10 (first byte, bit 1)
+    """
+    k, bit = (ordinal - 1) // 8, (ordinal - 1) % 8
+    n = F.length(mask_hex)
+    byte = F.conv(mask_hex.substr(n - F.lit(2 * k + 1), F.lit(2)), 16, 10).cast("int")
+    return F.coalesce((n >= 2 * (k + 1)) & (byte.bitwiseAND(F.lit(1 << bit)) != 0), F.lit(False))
+
+
+def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
+    """The names of the columns whose mask bit is set, in column order; NULL when no mask."""
+    flagged = F.array(*[F.when(mask_bit(mask_hex, c.ordinal or i), F.lit(c.name)) for i, c in enumerate(columns, 1)])
+    return F.when(mask_hex.isNotNull(), F.filter(flagged, lambda x: x.isNotNull()))
+
+
+# --- decoding ------------------------------------------------------------------------------------
+
+
+def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: bool) -> Column:
+    """The configured columns' text, binary normalised to ``0x`` hex (kept as is when unreadable)."""
+    entries = []
+    for c in columns:
+        v = m[c.name]
+        if c.encoding == "hex":
+            h = binary_hex(v, prefer_base64)
+            v = F.when(v.isNull(), v).when(h.isNotNull(), F.concat(F.lit("0x"), h)).otherwise(v)
+        entries += [F.lit(c.name), v]
+    return F.create_map(*entries)
+
+
+def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> DataFrame:
+    """Bronze rows of ``table`` + parsed metadata, typed image, and ``_reasons`` (empty = good)."""
+    ci = table_capture_instance(table)
+    prefer_b64 = str(table.source.options.get("binary_text", "hex")).lower() == "base64"
+    rows = bronze.where(F.lower(capture_instance_col(F.col("source_file"))) == ci.lower())
+    m = F.from_json(F.col("value"), "map<string,string>")
+    rows = rows.select("*", m.alias("_m"))
+    m = F.col("_m")
+    image, value_errors = typed_struct(_raw_map(m, columns, prefer_b64), columns)
+    mask_raw = m[UPDATE_MASK]
+    mask = binary_hex(mask_raw, prefer_b64)
+    rows = rows.select(
+        "*",
+        lsn_text(m[START_LSN]).alias("_start"),
+        lsn_text(m[SEQVAL]).alias("_seq"),
+        m[OPERATION].try_cast("int").alias("_op"),
+        m[COMMAND_ID].try_cast("int").alias("_cmd"),
+        mask.alias("_mask"),
+        image.alias("_img"),
+        m[COMMIT_TIME_COLUMN].try_cast("timestamp").alias("_commit_time"),
+        value_errors.alias("_value_errors"),
+    )
+    keys = list(table.keys)
+    reasons = F.filter(
+        F.concat(
+            F.array(
+                F.when(m.isNull(), F.lit("not a JSON object")),
+                F.when(m.isNotNull() & m[START_LSN].isNull(), F.lit(f"missing {START_LSN}")),
+                F.when(m[START_LSN].isNotNull() & F.col("_start").isNull(),
+                       F.format_string(f"{START_LSN} %s is not an LSN (binary(10), 0x hex or base64)", m[START_LSN])),
+                F.when(m.isNotNull() & m[SEQVAL].isNull(), F.lit(f"missing {SEQVAL}")),
+                F.when(m[SEQVAL].isNotNull() & F.col("_seq").isNull(),
+                       F.format_string(f"{SEQVAL} %s is not an LSN", m[SEQVAL])),
+                F.when(m.isNotNull() & ~F.coalesce(F.col("_op").isin(1, 2, 3, 4), F.lit(False)),
+                       F.format_string(f"{OPERATION} %s is not 1, 2, 3 or 4", F.coalesce(m[OPERATION], F.lit("NULL")))),
+                F.when(m[COMMAND_ID].isNotNull() & F.col("_cmd").isNull(),
+                       F.format_string(f"{COMMAND_ID} %s is not an integer", m[COMMAND_ID])),
+                F.when(mask_raw.isNotNull() & mask.isNull(),
+                       F.format_string(f"{UPDATE_MASK} %s is not binary (0x hex or base64)", mask_raw)),
+            ),
+            F.col("_value_errors"),
+            F.array(*[F.when(m.isNotNull() & F.col("_img")[k].isNull(), F.lit(f"key column {k} is NULL")) for k in keys]),
+        ),
+        lambda r: r.isNotNull(),
+    )
+    return rows.select("*", reasons.alias("_reasons"))
+
+
+def _quarantine(df: DataFrame, table: TableConfig, reason: Column) -> DataFrame:
+    return df.select(
+        *model.quarantine_row(
+            source_name=table.source.name,
+            source_format=NAME,
+            table_name=table.name,
+            reason=F.format_string("%s (capture instance %s, file %s)", reason, F.lit(table_capture_instance(table)), F.col("source_file")),
+            rules=F.array(F.lit("decode")),
+        )
+    )
+
+
+def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
+    """Bronze rows of ``table``'s capture instance -> canonical changes + quarantine.
+
+    Example::
+
+        decoded = decode(bronze, table, columns_for(table, table.source))
+        decoded.changes.select("op", "key", "changed_columns", "sequence").show()
+    """
+    keys = list(table.keys)
+    ci = table_capture_instance(table)
+    parsed = _parsed(bronze, table, columns)
+    bad = _quarantine(parsed.where(F.size("_reasons") > 0), table, F.array_join(F.col("_reasons"), "; "))
+
+    # One row per change-table row: the same row landed twice is kept once (lowest record_id).
+    good = parsed.where(F.size("_reasons") == 0)
+    dup = Window.partitionBy("_start", "_seq", "_op").orderBy("record_id")
+    good = good.withColumn("_dup", F.row_number().over(dup)).where(F.col("_dup") == 1).drop("_dup")
+
+    # Debezium's event_serial_no: rows consumed so far at this (commit LSN, seqval) position.
+    at_position = Window.partitionBy("_start", "_seq").orderBy(F.col("_cmd").asc_nulls_first(), "_op", "record_id")
+    whole_position = Window.partitionBy("_start", "_seq").rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    old_image = F.struct(F.col("_img").alias("img"), F.col("_mask").alias("mask"), F.col("record_id").alias("rid"))
+    good = good.select(
+        "*",
+        F.row_number().over(at_position).alias("_serial"),
+        F.max((F.col("_op") == OP_UPDATE_OLD).cast("int")).over(whole_position).alias("_has_old"),
+        F.max((F.col("_op") == OP_UPDATE_NEW).cast("int")).over(whole_position).alias("_has_new"),
+        F.first(F.when(F.col("_op") == OP_UPDATE_OLD, old_image), ignorenulls=True).over(whole_position).alias("_old"),
+    )
+    lone_old = good.where((F.col("_op") == OP_UPDATE_OLD) & (F.col("_has_new") == 0))
+    lone_new = good.where((F.col("_op") == OP_UPDATE_NEW) & (F.col("_has_old") == 0))
+    lone = _quarantine(
+        lone_old,
+        table,
+        F.format_string(
+            f"update before-image ({OPERATION} 3) at {START_LSN} 0x%s, {SEQVAL} 0x%s has no after-image "
+            "(operation 4) in the landed exports", F.col("_start"), F.col("_seq")),
+    ).unionByName(
+        _quarantine(
+            lone_new,
+            table,
+            F.format_string(
+                f"update after-image ({OPERATION} 4) at {START_LSN} 0x%s, {SEQVAL} 0x%s has no before-image "
+                "(operation 3) in the landed exports (exported with row filter 'all' instead of 'all update old'?)",
+                F.col("_start"), F.col("_seq")),
+        )
+    )
+
+    changes = good.where(F.col("_op").isin(OP_DELETE, OP_INSERT) | ((F.col("_op") == OP_UPDATE_NEW) & (F.col("_has_old") == 1)))
+    op = F.col("_op")
+    is_update = op == OP_UPDATE_NEW
+    mask = F.when(is_update, F.coalesce(F.col("_mask"), F.col("_old.mask"))).otherwise(F.col("_mask"))
+    changes = changes.select("*", mask.alias("_change_mask"))
+    cm = F.col("_change_mask")
+
+    # LOBs: NULL in operation 3 (or 4) with a clear mask bit = not provided (see the module docstring).
+    def unchanged(c: ColumnSpec, i: int) -> Column:
+        return cm.isNotNull() & ~mask_bit(cm, c.ordinal or i)
+
+    before_fields, not_provided = [], []
+    for i, c in enumerate(columns, start=1):
+        old_v = F.col("_old.img")[c.name]
+        new_v = F.col("_img")[c.name]
+        if c.lob:
+            before_fields.append(F.when(old_v.isNull() & unchanged(c, i), new_v).otherwise(old_v).alias(c.name))
+            not_provided.append(F.when(is_update & new_v.isNull() & unchanged(c, i), F.lit(c.name)))
+        else:
+            before_fields.append(old_v.alias(c.name))
+    lob_missing = F.filter(F.array(*not_provided), lambda x: x.isNotNull()) if not_provided else None
+    provided = None
+    if lob_missing is not None:
+        names = F.array(*[F.lit(c.name) for c in columns])
+        provided = F.when(
+            is_update & (F.size(lob_missing) > 0), F.array_except(names, lob_missing)
+        )
+    before = F.when(op == OP_DELETE, F.col("_img")).when(is_update, F.struct(*before_fields))
+    after = F.when(op != OP_DELETE, F.col("_img"))
+    image = F.col("_img")  # the before image for a delete, the after image otherwise
+    canon_op = F.when(op == OP_DELETE, F.lit(model.DELETE)).when(op == OP_INSERT, F.lit(model.INSERT)).otherwise(F.lit(model.UPDATE))
+    op_code = F.when(is_update, F.lit("U")).otherwise(op.cast("string"))
+
+    # The sequence (module docstring): Debezium's (seqval, serial), re-dealt in command order per commit.
+    changes = changes.select("*", F.when(is_update, F.lit(OP_UPDATE_OLD)).otherwise(op).alias("_op_rank"))
+    by_command = Window.partitionBy("_start").orderBy(
+        F.col("_cmd").asc_nulls_first(), F.when(F.col("_cmd").isNotNull(), F.col("_op_rank")), "_seq", "_serial"
+    )
+    by_seqval = Window.partitionBy("_start").orderBy("_seq", "_serial")
+    ranked = changes.select("*", F.row_number().over(by_command).alias("_rank"))
+    slots = changes.select(
+        F.col("_start").alias("_slot_start"),
+        F.row_number().over(by_seqval).alias("_slot_rank"),
+        F.col("_seq").alias("_slot_seq"),
+        F.col("_serial").alias("_slot_serial"),
+    )
+    ranked = ranked.join(
+        slots, (ranked["_start"] == slots["_slot_start"]) & (ranked["_rank"] == slots["_slot_rank"]), "inner"
+    )
+
+    out = ranked.select(
+        *model.change_row(
+            change_id=F.concat_ws(":", F.lit(NAME), F.lit(ci), F.col("_start"), F.col("_seq"), op_code),
+            source_format=NAME,
+            table_name=table.name,
+            op=canon_op,
+            key=F.struct(*[image[k].alias(k) for k in keys]),
+            before=before,
+            after=after,
+            sequence=lsn.sequence(F.col("_start"), F.col("_slot_seq"), F.col("_slot_serial")),
+            source_server=_opt(table, "server"),
+            source_database=_opt(table, "database"),
+            source_schema=F.lit(table.schema),
+            source_table=F.lit(table.table),
+            provided_columns=provided,
+            changed_columns=changed_from_mask(cm, columns),
+            commit_time=F.col("_commit_time"),
+            transaction_id=F.col("_start"),
+        )
+    )
+    return Decoded(changes=out, quarantine=bad.unionByName(lone))
+
+
+def _opt(table: TableConfig, name: str) -> Column:
+    value = table.options.get(name, table.source.options.get(name))
+    return F.lit(None).cast("string") if value is None else F.lit(str(value))
+
+
+# --- records no table takes ----------------------------------------------------------------------
+
+
+def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
+    """Quarantine rows for landed rows whose capture instance is not onboarded (or not told by the path)."""
+    instances = sorted({table_capture_instance(t).lower() for t in tables})
+    ci = capture_instance_col(F.col("source_file"))
+    listed = ", ".join(instances) or "none"
+    reason = F.when(
+        ci == "",
+        F.format_string(
+            "cannot tell the capture instance of file %s: name it [cdc.]<ci>_CT.<ext> or put it in a folder "
+            "named after the capture instance", F.col("source_file")),
+    ).otherwise(
+        F.format_string("capture instance %s (file %s) is not onboarded in source %s (onboarded: %s)",
+                        ci, F.col("source_file"), F.lit(source.name), F.lit(listed))
+    )
+    taken = F.lower(ci).isin(*instances) if instances else F.lit(False)
+    return bronze.where(~taken).select(
+        *model.quarantine_row(source_name=source.name, source_format=NAME, reason=reason, rules=F.array(F.lit("routing")))
+    )

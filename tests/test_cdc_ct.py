@@ -1,0 +1,392 @@
+"""Native change tables (cdc.<ci>_CT) exported as CSV / Parquet / JSON lines -> silver -> gold.
+
+The history is the hand-built change table tests/fixtures/cdc_ct/history/cdc.dbo_orders_CT.csv
+(see the README next to it). Expected values below are written by hand from that history.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+from sqlcdc import model
+from sqlcdc.config import ConfigError, SourceConfig, TableConfig
+from sqlcdc.formats import cdc_ct, get
+
+HISTORY = Path(__file__).resolve().parent / "fixtures" / "cdc_ct" / "history" / "cdc.dbo_orders_CT.csv"
+BINARY_COLS = ("__$start_lsn", "__$end_lsn", "__$seqval", "__$update_mask")
+
+COLUMNS = (
+    {"name": "id", "type": "int"},
+    {"name": "customer", "type": "string"},
+    {"name": "amount", "type": "decimal(10,2)"},
+    {"name": "notes", "type": "string", "lob": True},
+    {"name": "status", "type": "string"},
+)
+NAMES = [c["name"] for c in COLUMNS]
+
+
+def make_source(landing: Path | str, **options) -> SourceConfig:
+    return SourceConfig(name="ct", format="cdc_ct", landing=str(landing), options=options, file="pipeline.yml")
+
+
+def make_table(source: SourceConfig, *, columns=COLUMNS, **options) -> TableConfig:
+    return TableConfig(
+        name="orders", source=source, schema="dbo", table="orders", keys=("id",), columns=tuple(columns),
+        options=options, file="tables/orders.yml",
+    )
+
+
+def c(n: int) -> str:
+    """Commit LSN of transaction n of the fixture history (20 hex digits)."""
+    return f"00000027{n * 0x100:08X}0010"
+
+
+def s(n: int, j: int) -> str:
+    """__$seqval of row j of transaction n."""
+    return f"00000027{n * 0x100:08X}{j:04X}"
+
+
+def history_rows() -> list[dict]:
+    with HISTORY.open(newline="") as fh:
+        return [{k: (v if v != "" else None) for k, v in r.items()} for r in csv.DictReader(fh)]
+
+
+def land_csv(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(HISTORY, folder / HISTORY.name)
+    return folder
+
+
+def land_jsonl(folder: Path, rows: list[dict] | None = None, name: str = "dbo_orders_CT.jsonl") -> Path:
+    """FOR JSON style: binary as base64, NULL columns left out, numbers as numbers."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for r in rows if rows is not None else history_rows():
+        doc = {}
+        for k, v in r.items():
+            if v is None:
+                continue
+            try:
+                if k in BINARY_COLS:
+                    doc[k] = base64.b64encode(bytes.fromhex(v[2:])).decode()
+                elif k in ("__$operation", "__$command_id", "id"):
+                    doc[k] = int(v)
+                elif k == "amount":
+                    doc[k] = float(v)
+                else:
+                    doc[k] = v
+            except ValueError:  # deliberately bad values land as text
+                doc[k] = v
+        lines.append(json.dumps(doc))
+    (folder / name).write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def land_parquet(spark, folder: Path, rows: list[dict] | None = None) -> Path:
+    """Native binary LSNs/mask, in a folder named after the capture instance."""
+    rows = rows if rows is not None else history_rows()
+    fields = [StructField(k, BinaryType() if k in BINARY_COLS else StringType()) for k in rows[0]]
+    data = [tuple(bytes.fromhex(v[2:]) if (k in BINARY_COLS and v) else v for k, v in r.items()) for r in rows]
+    df = spark.createDataFrame(data, StructType(fields))
+    df = df.withColumn("id", F.col("id").cast("int")).withColumn("__$operation", F.col("`__$operation`").cast("int"))
+    df = df.withColumn("__$command_id", F.col("`__$command_id`").cast("int"))
+    df = df.withColumn("amount", F.col("amount").cast("decimal(10,2)"))
+    df.coalesce(1).write.mode("overwrite").parquet(str(folder / "dbo_orders"))
+    return folder
+
+
+def decode_landing(spark, landing: Path, **source_options):
+    src = make_source(landing, **source_options)
+    table = make_table(src)
+    bronze = cdc_ct.read_bronze(spark, src)
+    cols = cdc_ct.columns_for(table, src, spark)
+    return bronze, cdc_ct.decode(bronze, table, cols)
+
+
+def silver_rows(decoded) -> list[tuple]:
+    """(op, key id, before id, after id, changed, commit, seqval, serial) sorted by sequence."""
+    rows = decoded.changes.orderBy("sequence").collect()
+    return [
+        (
+            r.op,
+            r.key.id,
+            r.before.id if r.before else None,
+            r.after.id if r.after else None,
+            r.changed_columns,
+            r.sequence.commit_lsn,
+            r.sequence.change_lsn,
+            r.sequence.serial,
+        )
+        for r in rows
+    ]
+
+
+ALL = NAMES
+# Hand-written from the fixture history.
+EXPECTED_SILVER = [
+    ("INSERT", 1, None, 1, ALL, c(1), s(1, 2), 1),
+    ("INSERT", 2, None, 2, ALL, c(1), s(1, 3), 1),
+    ("INSERT", 3, None, 3, ALL, c(1), s(1, 4), 1),
+    ("UPDATE", 1, 1, 1, ["amount"], c(2), s(2, 2), 2),
+    ("UPDATE", 2, 2, 2, ["notes"], c(2), s(2, 3), 2),
+    ("UPDATE", 30, 3, 30, ["id"], c(3), s(3, 2), 2),
+    ("DELETE", 2, 2, None, ALL, c(3), s(3, 3), 1),
+    ("INSERT", 4, None, 4, ALL, c(4), s(4, 2), 1),
+    ("UPDATE", 4, 4, 4, ["status"], c(4), s(4, 3), 2),
+    ("UPDATE", 4, 4, 4, ["amount"], c(4), s(4, 4), 2),
+    ("INSERT", 5, None, 5, ALL, c(5), s(5, 2), 1),
+    ("UPDATE", 1, 1, 1, ["customer"], c(5), s(5, 3), 2),
+    ("UPDATE", 1, 1, 1, ["notes"], c(5), s(5, 4), 2),
+    ("DELETE", 5, 5, None, ALL, c(6), s(6, 2), 1),
+]
+
+
+@pytest.fixture(scope="module")
+def csv_decoded(spark, tmp_path_factory):
+    landing = land_csv(tmp_path_factory.mktemp("ct_csv"))
+    bronze, decoded = decode_landing(spark, landing)
+    return bronze, decoded
+
+
+# --- pure helpers ----------------------------------------------------------------------------------
+
+
+def test_registered_as_a_decoder():
+    mod = get("cdc_ct")
+    assert mod.NAME == "cdc_ct" and mod.STREAMING is False
+
+
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("file:///landing/cdc.dbo_orders_CT.csv", "dbo_orders"),
+        ("/landing/dbo_orders_CT_0001.parquet", "dbo_orders"),
+        ("/landing/dbo_orders_CT.2026-01-01.jsonl", "dbo_orders"),
+        ("/landing/dbo_orders/part-00000-abc.snappy.parquet", "dbo_orders"),
+        ("/landing/cdc.sales_Lines_CT/x.csv", "sales_Lines"),
+        ("file:///landing/sales_Order%20Lines/part-0.json", "sales_Order Lines"),
+    ],
+)
+def test_capture_instance_from_path(spark, path, expected):
+    assert cdc_ct.capture_instance_of(path) == expected
+    got = spark.range(1).select(cdc_ct.capture_instance_col(F.lit(path)).alias("ci")).first().ci
+    assert got == expected
+
+
+def test_update_mask_follows_fn_cdc_is_bit_set_byte_order(spark):
+    # sys.fn_cdc_is_bit_set: SUBSTRING(mask, DATALENGTH(mask) - ((p-1)/8), 1) & POWER(2, (p-1)%8):
+    # ordinals 1..8 live in the LAST byte. Ten columns -> a two-byte mask.
+    ten = [cdc_ct.ColumnSpec(f"c{i}", "int", ordinal=i) for i in range(1, 11)]
+    df = spark.createDataFrame([("0x0201",), ("0x0102",), ("0x03FF",), ("0x04",), ("",)], "m string")
+    got = df.select(cdc_ct.changed_from_mask(cdc_ct.binary_hex(F.col("m")), ten).alias("ch")).collect()
+    assert [r.ch for r in got] == [
+        ["c1", "c10"],  # last byte 0x01 -> ordinal 1; first byte 0x02 -> ordinal 10
+        ["c2", "c9"],
+        [f"c{i}" for i in range(1, 11)],  # an insert's mask: every bit
+        ["c3"],  # a one-byte mask only covers ordinals 1..8
+        [],
+    ]
+
+
+def test_mask_in_base64_and_bare_hex(spark):
+    five = [cdc_ct.ColumnSpec(n, "string", ordinal=i) for i, n in enumerate(NAMES, 1)]
+    df = spark.createDataFrame([("CA==",), ("08",), ("0x08",)], "m string")
+    got = df.select(cdc_ct.changed_from_mask(cdc_ct.binary_hex(F.col("m")), five).alias("ch")).collect()
+    assert [r.ch for r in got] == [["notes"], ["notes"], ["notes"]]
+
+
+def test_lsn_spellings(spark):
+    df = spark.createDataFrame(
+        [("0x00000027000001000010",), ("00000027000001000010",), ("AAAAJwAAAQAAEA==",), ("0xZZ",)], "v string"
+    )
+    got = [r.l for r in df.select(cdc_ct.lsn_text(F.col("v")).alias("l")).collect()]
+    assert got == [c(1), c(1), c(1), None]
+
+
+def test_columns_for_reads_config_and_ordinals():
+    src = make_source("/nowhere")
+    cols = cdc_ct.columns_for(make_table(src), src)
+    assert [(x.name, x.spark_type, x.lob, x.ordinal) for x in cols] == [
+        ("id", "int", False, 1), ("customer", "string", False, 2), ("amount", "decimal(10,2)", False, 3),
+        ("notes", "string", True, 4), ("status", "string", False, 5),
+    ]
+    sub = cdc_ct.columns_for(make_table(src, column_ordinals={"status": 9}), src)
+    assert sub[-1].ordinal == 9
+    blob = cdc_ct.columns_for(make_table(src, columns=COLUMNS + ({"name": "doc", "type": "varbinary"},)), src)
+    assert (blob[-1].spark_type, blob[-1].encoding) == ("binary", "hex")
+
+
+def test_columns_for_says_what_is_wrong():
+    src = make_source("/nowhere")
+    with pytest.raises(ConfigError, match=r"tables/orders.yml:1: columns: table dbo.orders \(format cdc_ct\) needs"):
+        cdc_ct.columns_for(make_table(src, columns=()), src)
+    with pytest.raises(ConfigError, match=r"column_ordinals: 'nope' is not in columns"):
+        cdc_ct.columns_for(make_table(src, column_ordinals={"nope": 3}), src)
+    with pytest.raises(ConfigError, match=r"ordinal 1 given to both 'id' and 'status'"):
+        cdc_ct.columns_for(make_table(src, column_ordinals={"status": 1}), src)
+
+
+# --- bronze + silver ---------------------------------------------------------------------------------
+
+
+def test_bronze_keeps_each_row_as_json_text(csv_decoded):
+    bronze, _ = csv_decoded
+    assert bronze.columns == list(model.BRONZE_COLUMNS)
+    rows = bronze.collect()
+    assert len(rows) == 21
+    first = json.loads(sorted(rows, key=lambda r: r.value)[0].value)
+    assert first["__$start_lsn"] == "0x00000027000001000010" and first["__$end_lsn"] is None
+    assert all(r.source_file.endswith("cdc.dbo_orders_CT.csv") and r.ingest_time is not None for r in rows)
+
+
+def test_silver_from_csv_ops_keys_changed_columns_and_sequence(csv_decoded):
+    _, decoded = csv_decoded
+    assert decoded.quarantine.count() == 0
+    assert silver_rows(decoded) == EXPECTED_SILVER
+    assert decoded.changes.columns == list(model.CHANGE_COLUMNS)
+
+
+def test_update_pairs_carry_both_images_typed(csv_decoded):
+    _, decoded = csv_decoded
+    pk = decoded.changes.where((F.col("op") == "UPDATE") & (F.col("key.id") == 30)).first()
+    assert pk.before.asDict() == {"id": 3, "customer": "carol", "amount": Decimal("30.00"), "notes": "note three", "status": "new"}
+    assert pk.after.asDict() == {"id": 30, "customer": "carol", "amount": Decimal("30.00"), "notes": "note three", "status": "new"}
+    assert pk.change_id == f"cdc_ct:dbo_orders:{c(3)}:{s(3, 2)}:U"
+    assert (pk.source_schema, pk.source_table, pk.table_name, pk.transaction_id) == ("dbo", "orders", "orders", c(3))
+
+
+def test_lob_null_in_operation_3_is_not_provided(csv_decoded):
+    _, decoded = csv_decoded
+    ch = {(r.sequence.commit_lsn, r.sequence.change_lsn): r for r in decoded.changes.collect()}
+    # tx 2: amount changed, notes did not: op 3 has notes NULL -> before.notes is the unchanged value
+    amount = ch[(c(2), s(2, 2))]
+    assert amount.before.notes == "note one" and amount.after.notes == "note one"
+    assert amount.provided_columns is None  # the after image carries every column
+    # tx 2: notes changed from a real NULL: op 3's NULL is the old value
+    notes = ch[(c(2), s(2, 3))]
+    assert notes.before.notes is None and notes.after.notes == "a long note"
+    # tx 4: dave's notes are NULL and unchanged in op 4 too -> left out of provided_columns
+    dave = ch[(c(4), s(4, 3))]
+    assert dave.after.notes is None
+    assert dave.provided_columns == ["id", "customer", "amount", "status"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_parquet_and_json_lines_give_the_same_silver(spark, tmp_path, csv_decoded, fmt):
+    if fmt == "parquet":
+        landing = land_parquet(spark, tmp_path)
+    else:
+        landing = land_jsonl(tmp_path)
+    _, decoded = decode_landing(spark, landing)
+    assert decoded.quarantine.count() == 0
+    assert silver_rows(decoded) == EXPECTED_SILVER
+
+    def images(d):
+        return sorted(
+            (r.change_id, r.before and r.before.asDict(), r.after and r.after.asDict(), r.provided_columns)
+            for r in d.changes.collect()
+        )
+
+    assert images(decoded) == images(csv_decoded[1])
+
+
+def test_mixed_formats_in_one_landing_and_forced_format(spark, tmp_path):
+    rows = history_rows()
+    land_parquet(spark, tmp_path, rows[:10])
+    land_jsonl(tmp_path, rows[10:])
+    _, decoded = decode_landing(spark, tmp_path)
+    assert silver_rows(decoded) == EXPECTED_SILVER
+    # file_format forces one reader: the Parquet files are then not read
+    only_json = cdc_ct.read_bronze(spark, make_source(tmp_path, file_format="jsonl"))
+    assert only_json.count() == 11
+
+
+def test_the_same_rows_landed_twice_are_one_change(spark, tmp_path):
+    land_csv(tmp_path)
+    land_jsonl(tmp_path, history_rows()[3:7], name="dbo_orders_CT.again.jsonl")
+    _, decoded = decode_landing(spark, tmp_path)
+    assert decoded.quarantine.count() == 0
+    assert silver_rows(decoded) == EXPECTED_SILVER
+
+
+def test_lone_update_halves_go_to_quarantine(spark, tmp_path):
+    rows = history_rows()
+    # drop the op 4 of "update 1 amount" and the op 3 of "update 2 notes"
+    kept = [r for i, r in enumerate(rows) if i not in (4, 5)]
+    land_jsonl(tmp_path, kept)
+    _, decoded = decode_landing(spark, tmp_path)
+    q = sorted(r.reason for r in decoded.quarantine.collect())
+    assert len(q) == 2
+    assert q[0].startswith(
+        f"update after-image (__$operation 4) at __$start_lsn 0x{c(2)}, __$seqval 0x{s(2, 3)} has no before-image"
+    )
+    assert q[1].startswith(
+        f"update before-image (__$operation 3) at __$start_lsn 0x{c(2)}, __$seqval 0x{s(2, 2)} has no after-image"
+    )
+    assert all("capture instance dbo_orders, file file:" in r for r in q)
+    assert decoded.changes.count() == len(EXPECTED_SILVER) - 2
+
+
+def test_unreadable_rows_go_to_quarantine_with_the_reason(spark, tmp_path):
+    good = history_rows()[0]
+    bad_lsn = dict(good, **{"__$start_lsn": "0xNOTHEX"})
+    bad_op = dict(good, **{"__$operation": "7", "__$seqval": "0x00000027000001000009"})
+    null_key = dict(good, **{"id": None, "__$seqval": "0x00000027000001000008"})
+    bad_amount = dict(good, **{"amount": "ten", "__$seqval": "0x00000027000001000007"})
+    land_jsonl(tmp_path, [good, bad_lsn, bad_op, null_key, bad_amount])
+    with (tmp_path / "dbo_orders_CT.jsonl").open("a") as fh:
+        fh.write("this is not json\n")
+    _, decoded = decode_landing(spark, tmp_path)
+    assert decoded.changes.count() == 1
+    reasons = sorted(r.reason.split(" (capture instance")[0] for r in decoded.quarantine.collect())
+    assert reasons == sorted(
+        [
+            "__$start_lsn 0xNOTHEX is not an LSN (binary(10), 0x hex or base64)",
+            "__$operation 7 is not 1, 2, 3 or 4",
+            "key column id is NULL",
+            'column amount: cannot read ["ten"] as decimal(10,2) (text)',
+            "not a JSON object",
+        ]
+    )
+
+
+def test_command_id_order_wins_over_seqval(spark, tmp_path):
+    # One transaction updates row 1 twice; the change table's seqvals run against the commands
+    # (the ordering problem __$command_id was added for). Command order must win.
+    start = "0x00000027000009000010"
+    rows = [
+        dict(zip(NAMES, ("1", "alice", "10.00", "n", "new"))) | {"__$start_lsn": "0x00000027000001000010", "__$seqval": "0x00000027000001000002", "__$operation": "2", "__$update_mask": "0x1F", "__$command_id": "1"},
+        dict(zip(NAMES, ("1", "alice", "10.00", None, "new"))) | {"__$start_lsn": start, "__$seqval": "0x00000027000009000005", "__$operation": "3", "__$update_mask": "0x04", "__$command_id": "1"},
+        dict(zip(NAMES, ("1", "alice", "11.00", "n", "new"))) | {"__$start_lsn": start, "__$seqval": "0x00000027000009000005", "__$operation": "4", "__$update_mask": "0x04", "__$command_id": "1"},
+        dict(zip(NAMES, ("1", "alice", "11.00", None, "new"))) | {"__$start_lsn": start, "__$seqval": "0x00000027000009000003", "__$operation": "3", "__$update_mask": "0x04", "__$command_id": "2"},
+        dict(zip(NAMES, ("1", "alice", "12.00", "n", "new"))) | {"__$start_lsn": start, "__$seqval": "0x00000027000009000003", "__$operation": "4", "__$update_mask": "0x04", "__$command_id": "2"},
+    ]
+    land_jsonl(tmp_path, rows)
+    _, decoded = decode_landing(spark, tmp_path)
+    got = [(r.after.amount, r.sequence.change_lsn, r.sequence.serial) for r in decoded.changes.orderBy("sequence").collect()]
+    assert got == [
+        (Decimal("10.00"), "00000027000001000002", 1),
+        (Decimal("11.00"), "00000027000009000003", 2),  # command 1 takes the lower position
+        (Decimal("12.00"), "00000027000009000005", 2),  # command 2 ends last: amount 12 wins
+    ]
+
+
+def test_unrouted_names_the_capture_instance_and_file(spark, tmp_path):
+    land_csv(tmp_path)
+    land_jsonl(tmp_path / "dbo_customers", history_rows()[:2], name="part-0.json")
+    src = make_source(tmp_path)
+    bronze = cdc_ct.read_bronze(spark, src)
+    q = cdc_ct.unrouted(bronze, src, [make_table(src)]).collect()
+    assert len(q) == 2
+    assert q[0].reason.startswith("capture instance dbo_customers (file file:")
+    assert q[0].reason.endswith("is not onboarded in source ct (onboarded: dbo_orders)")
+    assert q[0].rules == ["routing"]
