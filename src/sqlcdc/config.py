@@ -5,6 +5,11 @@ Every problem is reported at once, each with file, line, field path and what was
     config/tables/orders.yml:3: keys: 'id' is not of type 'array'
     config/tables/orders.yml:1: (top level): unknown field 'keyz'
 
+Table configs can name expectations inline or by ``expectations_file:``; either way
+``TableConfig.expectations`` holds them normalized as ``{"name", "constraint", "action"[, "description"]}``
+and ``TableConfig.expectation_sources`` says where each came from (``file:line``). Field-by-field
+reference: ``docs/config.md`` (generated from the same descriptions as ``schemas/``).
+
 Example::
 
     from sqlcdc.config import load_pipeline
@@ -15,7 +20,9 @@ Example::
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +30,7 @@ from typing import Any, Iterable
 
 import yaml
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from referencing import Registry, Resource
 
 SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
@@ -31,8 +39,10 @@ SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
 class ConfigError(Exception):
     """Config problems, all of them: ``problems`` lists ``file:line: field: message`` strings."""
 
-    def __init__(self, problems: list[str]):
+    def __init__(self, problems: list[str], config: "PipelineConfig | None" = None):
         self.problems = problems
+        #: What did load (the tables without problems), so a checker can go on checking those.
+        self.config = config
         super().__init__(f"{len(problems)} config problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
 
 
@@ -43,6 +53,20 @@ class SourceConfig:
     landing: str | None
     options: dict[str, Any] = field(default_factory=dict)
     file: str = ""
+    description: str | None = None
+    comment: str | None = None
+    file_format: str | None = None
+    kafka: dict[str, Any] | None = None
+    event_hubs: dict[str, Any] | None = None
+
+    @property
+    def location_kind(self) -> str | None:
+        """``files`` (a landing folder), ``kafka``, ``event_hubs``, or None when the config names none."""
+        if self.kafka is not None:
+            return "kafka"
+        if self.event_hubs is not None:
+            return "event_hubs"
+        return "files" if self.landing is not None else None
 
     @property
     def bronze_table(self) -> str:
@@ -76,6 +100,20 @@ class TableConfig:
     options: dict[str, Any] = field(default_factory=dict)
     targets: dict[str, str] = field(default_factory=dict)
     file: str = ""
+    description: str | None = None
+    comments: dict[str, str] = field(default_factory=dict)
+    expectations_file: str | None = None
+    #: ``file:line`` of each entry of ``expectations`` (same order), for error reports.
+    expectation_sources: tuple[str, ...] = ()
+
+    def comment_for(self, target: str) -> str | None:
+        """The comment of target ``silver`` / ``scd1`` / ``scd2``: per-target, else ``comment``, else ``description``."""
+        return self.comments.get(target) or self.comment or self.description
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """Names of ``columns:`` (empty when the config gives no schema)."""
+        return tuple(c["name"] for c in self.columns)
 
     @property
     def silver_table(self) -> str:
@@ -100,6 +138,14 @@ class PipelineConfig:
     sources: dict[str, SourceConfig]
     tables: tuple[TableConfig, ...]
     file: str
+    description: str | None = None
+
+    def table(self, name: str) -> TableConfig:
+        """The table config called ``name`` (KeyError when there is none)."""
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise KeyError(name)
 
     def tables_of(self, source: str) -> list[TableConfig]:
         return [t for t in self.tables if t.source.name == source]
@@ -108,9 +154,12 @@ class PipelineConfig:
 @lru_cache(maxsize=None)
 def _registry() -> Registry:
     resources = []
-    for path in SCHEMAS_DIR.glob("*.schema.json"):
-        contents = json.loads(path.read_text())
-        resources.append((contents["$id"], Resource.from_contents(contents)))
+    for path in sorted(SCHEMAS_DIR.glob("*.schema.json")):
+        try:
+            contents = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # an envelope schema being edited must not break config loading
+        resources.append((contents.get("$id", f"sqlcdc/{path.name}"), Resource.from_contents(contents)))
     return Registry().with_resources(resources)
 
 
@@ -166,22 +215,88 @@ def _fmt_path(path: Iterable) -> str:
     return ".".join(parts).replace(".[", "[") or "(top level)"
 
 
+def _leaf_errors(err):
+    """``oneOf``/``anyOf`` errors say little ("is not valid under any of the given schemas"): descend
+    into the branch that matched best, so the report names the field and what was expected."""
+    while err.validator in ("oneOf", "anyOf") and err.context:
+        branches: dict[Any, list] = {}
+        for sub in err.context:
+            branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+        # A branch for another JSON type (a list where a mapping was given) explains nothing.
+        fitting = [
+            errs for errs in branches.values()
+            if not any(e.validator == "type" and not e.relative_path for e in errs)
+        ] or list(branches.values())
+        deepest = max(fitting, key=lambda errs: max(len(e.relative_path) for e in errs))
+        err = best_match(deepest)
+    return err
+
+
 def schema_problems(data: Any, schema_file: str, file: Path, lines: dict[tuple, int]) -> list[str]:
-    """Every JSON Schema violation of ``data``, as ``file:line: field: message``."""
-    out = []
-    for err in sorted(validator(schema_file).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+    """Every JSON Schema violation of ``data``, as ``file:line: field: message``, in line order."""
+    out: list[tuple[int, str]] = []
+    for err in (_leaf_errors(e) for e in validator(schema_file).iter_errors(data)):
         path = tuple(err.absolute_path)
         message = err.message
         if err.validator == "additionalProperties":
-            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-            for name in extra:
+            allowed = sorted(err.schema.get("properties", {}))
+            for name in sorted(set(err.instance) - set(allowed)):
                 line = lines.get(path + (name,), lines.get(path, 1))
-                out.append(f"{file}:{line}: {_fmt_path(path + (name,))}: unknown field (allowed: "
-                           f"{', '.join(sorted(err.schema.get('properties', {})))})")
+                close = difflib.get_close_matches(str(name), allowed, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
+                split = [k for k, v in err.instance.items() if isinstance(v, str) and v.count("(") > v.count(")")]
+                if split:
+                    hint += f"; {split[0]!r} looks cut at a comma: quote the value, e.g. '{err.instance[split[0]]}{name}'"
+                out.append((line, f"{file}:{line}: {_fmt_path(path + (name,))}: unknown field ({hint})"))
             continue
+        if err.validator == "required":
+            line = lines.get(path, 1)
+            for name in err.validator_value:
+                if isinstance(err.instance, dict) and name not in err.instance:
+                    out.append((line, f"{file}:{line}: {_fmt_path(path + (name,))}: required field missing"))
+            continue
+        if err.validator == "type":
+            want = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
+            message = f"expected {_TYPE_WORDS.get(want, want)}, got {_describe(err.instance)}"
+        elif err.validator == "enum":
+            message = f"{err.instance!r} is not one of {', '.join(map(repr, err.validator_value))}"
+        elif err.validator == "pattern" and "A-Za-z_" in str(err.validator_value):
+            message = f"{err.instance!r} is not a valid name (letters, digits, underscore; not starting with a digit)"
+        elif err.validator == "pattern" and path == ("table",):
+            message = f"{err.instance!r}: expected schema.table or table"
+        elif err.validator == "minItems" and err.validator_value == 1:
+            message = "must not be empty"
+        elif err.validator == "uniqueItems":
+            message = "lists a value twice"
         line = lines.get(path, lines.get(path[:-1], 1))
-        out.append(f"{file}:{line}: {_fmt_path(path)}: {message}")
-    return out
+        out.append((line, f"{file}:{line}: {_fmt_path(path)}: {message}"))
+    return [text for _, text in sorted(out, key=lambda x: x[0])]
+
+
+_TYPE_WORDS = {
+    "array": "a list",
+    "object": "a mapping",
+    "string": "a string",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "number": "a number",
+}
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"a boolean ({value!r})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
 
 
 def load_pipeline(path: str | Path) -> PipelineConfig:
@@ -194,27 +309,36 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     if data is None:
         raise ConfigError([f"{path}:1: (top level): the file is empty"])
     problems += schema_problems(data, "pipeline-config.schema.json", path, lines)
-    if problems:
+    pipeline_ok = not problems
+    if not isinstance(data, dict):
         raise ConfigError(problems)
 
     base = path.parent
-    sources = {
-        name: SourceConfig(
-            name=name,
-            format=s["format"],
-            landing=_resolve(base, s.get("landing")),
-            options=dict(s.get("options") or {}),
-            file=str(path),
-        )
-        for name, s in data["sources"].items()
-    }
-    defaults = data.get("defaults") or {}
+    sources: dict[str, SourceConfig] = {}
+    if pipeline_ok:
+        for name, s in data["sources"].items():
+            problems += _source_problems(name, s, path, lines)
+            sources[name] = SourceConfig(
+                name=name,
+                format=s["format"],
+                landing=_resolve(base, s.get("landing")),
+                options=dict(s.get("options") or {}),
+                file=str(path),
+                description=s.get("description"),
+                comment=s.get("comment"),
+                file_format=s.get("file_format"),
+                kafka=dict(s["kafka"]) if s.get("kafka") is not None else None,
+                event_hubs=dict(s["event_hubs"]) if s.get("event_hubs") is not None else None,
+            )
+    defaults = (data.get("defaults") or {}) if pipeline_ok else {}
 
     table_docs: list[tuple[Path, Any, dict]] = []
-    for i, inline in enumerate(data.get("tables") or []):
+    inline = data.get("tables") if isinstance(data.get("tables"), list) else []
+    for i, doc in enumerate(inline):
         sub = {k[2:]: v for k, v in lines.items() if k[:2] == ("tables", i)}
-        table_docs.append((path, inline, sub))
-    tables_dir = base / data.get("tables_dir", "tables")
+        table_docs.append((path, doc, sub))
+    tables_dir_name = data.get("tables_dir", "tables") if isinstance(data.get("tables_dir", "tables"), str) else "tables"
+    tables_dir = base / tables_dir_name
     if tables_dir.is_dir():
         for tf in sorted(list(tables_dir.glob("*.yml")) + list(tables_dir.glob("*.yaml"))):
             doc, tlines = _read_yaml(tf, problems)
@@ -231,6 +355,8 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
         if errs:
             problems += errs
             continue
+        if not pipeline_ok:
+            continue  # sources are unknown; the table file itself is fine as far as its schema goes
         t = _table(doc, tf, tlines, sources, defaults, problems)
         if t is not None:
             tables.append(t)
@@ -242,8 +368,18 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
                 problems.append(f"{t.file}:1: name: target table {target!r} is also produced by {seen[target]}")
             seen[target] = t.file
     if problems:
-        raise ConfigError(problems)
-    return PipelineConfig(name=data["name"], sources=sources, tables=tuple(tables), file=str(path))
+        partial = None
+        if pipeline_ok:
+            partial = PipelineConfig(name=data["name"], sources=sources, tables=tuple(tables), file=str(path),
+                                     description=data.get("description"))
+        raise ConfigError(problems, partial)
+    return PipelineConfig(
+        name=data["name"],
+        sources=sources,
+        tables=tuple(tables),
+        file=str(path),
+        description=data.get("description"),
+    )
 
 
 def _resolve(base: Path, landing: str | None) -> str | None:
@@ -251,6 +387,109 @@ def _resolve(base: Path, landing: str | None) -> str | None:
         return landing
     p = Path(landing)
     return str(p if p.is_absolute() else (base / p).resolve())
+
+
+#: Option names whose value is a credential: such a value must be a reference, never the secret.
+_SECRET_KEY = re.compile(r"(password|passwd|secret|jaas|sharedaccesskey|connectionstring|connection_string|token|credential|api[_.-]?key)", re.I)
+#: What a reference looks like: Databricks `{{secrets/scope/key}}`, or `${VAR}` / `${env:VAR}` / `${var.x}`.
+_SECRET_REF = re.compile(r"^\s*(\{\{\s*secrets/[^}]+\}\}|\$\{[^}]+\})\s*$")
+
+
+def secret_problems(options: Any, where: tuple, file: Path, lines: dict) -> list[str]:
+    """Options whose name says "secret" but whose value is not a reference to one."""
+    out = []
+    if not isinstance(options, dict):
+        return out
+    for key, value in options.items():
+        if isinstance(value, dict):
+            out += secret_problems(value, where + (key,), file, lines)
+        elif _SECRET_KEY.search(str(key)) and isinstance(value, str) and value and not _SECRET_REF.match(value):
+            line = lines.get(where + (key,), 1)
+            out.append(
+                f"{file}:{line}: {_fmt_path(where + (key,))}: looks like a secret written into the config; "
+                "reference it instead ({{secrets/<scope>/<key>}} or ${ENV_VAR}, or a *_secret: {scope, key} field)"
+            )
+    return out
+
+
+def _source_problems(name: str, s: dict, file: Path, lines: dict) -> list[str]:
+    out = []
+    here = ("sources", name)
+    given = [k for k in ("landing", "kafka", "event_hubs") if s.get(k) is not None]
+    if len(given) > 1:
+        out.append(
+            f"{file}:{lines.get(here + (given[1],), lines.get(here, 1))}: {_fmt_path(here)}: "
+            f"give one location (landing, kafka or event_hubs), not {' and '.join(given)}"
+        )
+    kafka = s.get("kafka")
+    if kafka is not None:
+        topics = [k for k in ("topic", "topics", "topic_pattern") if k in kafka]
+        if len(topics) != 1:
+            out.append(
+                f"{file}:{lines.get(here + ('kafka',), 1)}: {_fmt_path(here + ('kafka',))}: "
+                f"give exactly one of topic, topics, topic_pattern (found {', '.join(topics) or 'none'})"
+            )
+        out += secret_problems(kafka.get("options"), here + ("kafka", "options"), file, lines)
+    if s.get("event_hubs") is not None:
+        out += secret_problems(s["event_hubs"].get("options"), here + ("event_hubs", "options"), file, lines)
+    out += secret_problems(s.get("options"), here + ("options",), file, lines)
+    return out
+
+
+_ACTIONS_BY_DLT_KEY = {
+    "expect": "warn",
+    "expect_or_drop": "drop",
+    "expect_or_fail": "fail",
+    "expect_or_quarantine": "quarantine",
+}
+
+
+def normalize_expectations(doc: Any, file: Path, lines: dict, prefix: tuple = ()) -> list[tuple[dict, str]]:
+    """Rules of a (schema-valid) expectations document as ``(rule, "file:line")``.
+
+    ``doc`` is a list of rules, ``{"expectations": [...]}``, or dlt-meta's
+    ``{"expect_or_drop": {"name": "constraint"}, ...}``.
+    """
+    out: list[tuple[dict, str]] = []
+    if isinstance(doc, dict) and "expectations" in doc:
+        doc, prefix = doc["expectations"], prefix + ("expectations",)
+    if isinstance(doc, list):
+        for i, rule in enumerate(doc):
+            norm = {"name": rule["name"], "constraint": rule["constraint"], "action": rule.get("action", "warn")}
+            if rule.get("description"):
+                norm["description"] = rule["description"]
+            out.append((norm, f"{file}:{lines.get(prefix + (i, 'constraint'), lines.get(prefix + (i,), 1))}"))
+    elif isinstance(doc, dict):
+        for key, rules in doc.items():
+            for name, constraint in rules.items():
+                out.append(
+                    ({"name": name, "constraint": constraint, "action": _ACTIONS_BY_DLT_KEY[key]},
+                     f"{file}:{lines.get(prefix + (key, name), 1)}")
+                )
+    return out
+
+
+def _load_expectations_file(ref: str, table_file: Path, lines: dict, problems: list[str]) -> list[tuple[dict, str]]:
+    path = Path(ref)
+    if not path.is_absolute():
+        path = table_file.parent / path
+    if not path.is_file():
+        problems.append(f"{table_file}:{lines.get(('expectations_file',), 1)}: expectations_file: no such file {path}")
+        return []
+    doc, elines = _read_yaml(path, problems)  # JSON is YAML: one reader for both
+    if doc is None:
+        if not any(p.startswith(str(path)) for p in problems):
+            problems.append(f"{path}:1: (top level): the file is empty")
+        return []
+    errs = schema_problems(doc, "expectations.schema.json", path, elines)
+    if errs:
+        problems += errs
+        return []
+    return normalize_expectations(doc, path, elines)
+
+
+def _str_props(props: dict) -> dict[str, str]:
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in props.items()}
 
 
 def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, problems: list[str]) -> TableConfig | None:
@@ -272,13 +511,40 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
     if not name.replace("_", "a").isalnum() or name[0].isdigit():
         problems.append(f"{where('table')}: cannot derive a table name from {table!r}; set `name:`")
         return None
-    if doc.get("column_list") and doc.get("except_column_list"):
-        problems.append(f"{where('column_list')}: give column_list or except_column_list, not both")
-    if doc.get("track_history_column_list") and doc.get("track_history_except_column_list"):
-        problems.append(
-            f"{where('track_history_column_list')}: give track_history_column_list or "
-            "track_history_except_column_list, not both"
-        )
+    for a, b in (
+        ("column_list", "except_column_list"),
+        ("track_history_column_list", "track_history_except_column_list"),
+        ("partition_cols", "cluster_by"),
+    ):
+        if doc.get(a) and doc.get(b):
+            problems.append(f"{where(a)}: give {a} or {b}, not both")
+    scd_types = tuple(doc.get("scd_types") or defaults.get("scd_types") or (1, 2))
+    for k in ("track_history_column_list", "track_history_except_column_list"):
+        if doc.get(k) and 2 not in scd_types:
+            problems.append(f"{where(k)}: applies to SCD type 2 only, but scd_types is {list(scd_types)}")
+
+    # Columns named by keys and lists must exist when the config gives the schema.
+    known = [c["name"] for c in doc.get("columns") or ()]
+    if known:
+        dup = sorted({c for c in known if known.count(c) > 1})
+        if dup:
+            problems.append(f"{where('columns')}: column(s) listed twice: {', '.join(dup)}")
+        for k in ("keys", "column_list", "except_column_list", "track_history_column_list",
+                  "track_history_except_column_list", "partition_cols", "cluster_by"):
+            for i, col in enumerate(doc.get(k) or ()):
+                if col not in known:
+                    line = lines.get((k, i), lines.get((k,), 1))
+                    problems.append(f"{file}:{line}: {k}[{i}]: unknown column {col!r} (columns: {', '.join(known)})")
+
+    rules = normalize_expectations(doc.get("expectations") or [], file, lines, ("expectations",))
+    if doc.get("expectations_file"):
+        rules += _load_expectations_file(doc["expectations_file"], file, lines, problems)
+    names: dict[str, str] = {}
+    for rule, at in rules:
+        if rule["name"] in names:
+            problems.append(f"{at}: expectations: rule name {rule['name']!r} is used twice (first at {names[rule['name']]})")
+        names.setdefault(rule["name"], at)
+
     tup = lambda k: tuple(doc[k]) if doc.get(k) is not None else None  # noqa: E731
     return TableConfig(
         name=name,
@@ -287,19 +553,23 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         table=table,
         keys=tuple(doc.get("keys") or ()),
         columns=tuple(doc.get("columns") or ()),
-        scd_types=tuple(doc.get("scd_types") or defaults.get("scd_types") or (1, 2)),
+        scd_types=scd_types,
         sequence_by=doc.get("sequence_by"),
         column_list=tup("column_list"),
         except_column_list=tup("except_column_list"),
         track_history_column_list=tup("track_history_column_list"),
         track_history_except_column_list=tup("track_history_except_column_list"),
         ignore_null_updates=bool(doc.get("ignore_null_updates", False)),
-        expectations=tuple(doc.get("expectations") or ()),
+        expectations=tuple(r for r, _ in rules),
         partition_cols=tup("partition_cols"),
         cluster_by=tup("cluster_by"),
-        table_properties=dict(doc.get("table_properties") or {}),
+        table_properties=_str_props({**(defaults.get("table_properties") or {}), **(doc.get("table_properties") or {})}),
         comment=doc.get("comment"),
         options=dict(doc.get("options") or {}),
         targets=dict(doc.get("targets") or {}),
         file=str(file),
+        description=doc.get("description"),
+        comments=dict(doc.get("comments") or {}),
+        expectations_file=doc.get("expectations_file"),
+        expectation_sources=tuple(at for _, at in rules),
     )

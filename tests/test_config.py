@@ -1,0 +1,271 @@
+"""The config loader: every field of the schemas lands in the dataclasses; every problem is reported at
+once with file, line and field; adding a table is adding one YAML file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sqlcdc.config import SCHEMAS_DIR, ConfigError, load_pipeline
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "config"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _problems(path) -> list[str]:
+    with pytest.raises(ConfigError) as e:
+        load_pipeline(path)
+    return e.value.problems
+
+
+def _write(folder: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        p = folder / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return folder / "pipeline.yml"
+
+
+PIPELINE = "name: shop\nsources:\n  inventory:\n    format: debezium\n    landing: landing\n"
+
+
+def test_good_config_loads_every_field():
+    cfg = load_pipeline(FIX / "good" / "pipeline.yml")
+    assert cfg.name == "shop"
+    assert cfg.description == "Orders and customers from the shop database."
+    assert sorted(cfg.sources) == ["hub", "inventory", "stream"]
+
+    inv = cfg.sources["inventory"]
+    assert (inv.format, inv.file_format, inv.location_kind) == ("debezium", "json", "files")
+    assert inv.landing == str((FIX / "good" / "landing" / "inventory").resolve())
+    assert inv.bronze_table == "bronze_inventory" and inv.quarantine_table == "quarantine_inventory"
+
+    stream = cfg.sources["stream"]
+    assert stream.location_kind == "kafka" and stream.landing is None
+    assert stream.kafka["topic"] == "shop.ces"
+    assert stream.kafka["password_secret"] == {"scope": "sqlcdc", "key": "kafka-password"}
+    hub = cfg.sources["hub"]
+    assert hub.location_kind == "event_hubs"
+    assert hub.event_hubs["connection_string_secret"] == {"env": "EVENTHUB_CONNECTION_STRING"}
+
+    assert [t.name for t in cfg.tables] == ["customers", "orders"]
+    orders = cfg.table("orders")
+    assert (orders.schema, orders.table, orders.keys) == ("sales", "orders", ("order_id",))
+    assert orders.column_names == ("order_id", "customer_id", "amount", "status", "note")
+    assert orders.scd_types == (1, 2)
+    assert orders.sequence_by == "commit_time"
+    assert orders.except_column_list == ("note",) and orders.column_list is None
+    assert orders.track_history_column_list == ("status", "amount")
+    assert orders.ignore_null_updates is True
+    assert (orders.silver_table, orders.scd1_table, orders.scd2_table) == (
+        "silver_orders", "gold_orders_scd1", "orders_history")
+    assert orders.cluster_by == ("customer_id",) and orders.partition_cols is None
+    # defaults merge under the table's own; YAML booleans become Delta's "true"/"false"
+    assert orders.table_properties == {"delta.enableChangeDataFeed": "true", "delta.appendOnly": "false", "owner": "sales"}
+    assert orders.comment_for("scd2") == "Order history."
+    assert orders.comment_for("scd1") == "One row per order."  # falls back to description
+    assert orders.expectations_file == "../expectations/orders.yml"
+
+
+def test_expectations_inline_and_from_file_are_normalized_with_their_origin():
+    orders = load_pipeline(FIX / "good" / "pipeline.yml").table("orders")
+    assert list(orders.expectations) == [
+        {"name": "amount_not_negative", "constraint": "amount >= 0", "action": "drop",
+         "description": "Refunds come as separate rows."},
+        {"name": "known_status", "constraint": "status IN ('NEW', 'PAID', 'SHIPPED')", "action": "quarantine"},
+        {"name": "has_customer", "constraint": "customer_id IS NOT NULL", "action": "fail"},
+    ]
+    good = FIX / "good"
+    assert list(orders.expectation_sources) == [
+        f"{good / 'tables' / 'orders.yml'}:25",
+        f"{good / 'tables' / '..' / 'expectations' / 'orders.yml'}:4",
+        f"{good / 'tables' / '..' / 'expectations' / 'orders.yml'}:6",
+    ]
+
+
+def test_minimal_table_is_three_lines_and_gets_the_defaults():
+    customers = load_pipeline(FIX / "good" / "pipeline.yml").table("customers")
+    assert (FIX / "good" / "tables" / "customers.yml").read_text().count("\n") == 3
+    assert (customers.name, customers.schema, customers.table, customers.keys) == ("customers", "dbo", "customers", ("id",))
+    assert customers.scd_types == (1,)  # from defaults
+    assert customers.table_properties == {"delta.enableChangeDataFeed": "true"}
+    assert (customers.silver_table, customers.scd1_table, customers.scd2_table) == (
+        "silver_customers", "gold_customers_scd1", "gold_customers_scd2")
+    assert customers.expectations == () and customers.comment_for("silver") is None
+
+
+def test_adding_a_table_is_one_new_yaml_file(tmp_path):
+    shutil.copytree(FIX / "good", tmp_path / "cfg")
+    before = load_pipeline(tmp_path / "cfg" / "pipeline.yml")
+    (tmp_path / "cfg" / "tables" / "payments.yml").write_text("source: inventory\ntable: dbo.Payments\nkeys: [payment_id]\n")
+    after = load_pipeline(tmp_path / "cfg" / "pipeline.yml")
+    assert [t.name for t in before.tables] == ["customers", "orders"]
+    assert [t.name for t in after.tables] == ["customers", "orders", "payments"]
+    assert after.table("payments").keys == ("payment_id",)
+    assert after.table("payments").table == "Payments"
+
+
+def test_broken_config_lists_every_problem_with_file_line_and_field():
+    broken = FIX / "broken" / "tables"
+    assert _problems(FIX / "broken" / "pipeline.yml") == [
+        f"{broken / 'orders.yml'}:3: keys: expected a list, got a string ('order_id')",
+        f"{broken / 'orders.yml'}:4: scd_types[1]: 3 is not one of 1, 2",
+        f"{broken / 'orders.yml'}:5: keyz: unknown field (did you mean 'keys'?)",
+        f"{broken / 'payments.yml'}:1: table: required field missing",
+        f"{broken / 'payments.yml'}:3: ignore_null_updates: expected true or false, got a string ('yes')",
+    ]
+
+
+def test_pipeline_and_table_problems_are_reported_together(tmp_path):
+    path = _write(tmp_path, {
+        "pipeline.yml": "name: shop\nsources:\n  inventory:\n    format: debzium\n",
+        "tables/a.yml": "table: dbo.a\nkeys: [id]\nscd_types: 2\n",
+    })
+    assert _problems(path) == [
+        f"{path}:4: sources.inventory.format: 'debzium' is not one of 'debezium', 'ces', 'cdc_ct', 'qlik'",
+        f"{tmp_path / 'tables' / 'a.yml'}:3: scd_types: expected a list, got a number (2)",
+    ]
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    path = _write(tmp_path, {"pipeline.yml": PIPELINE, "tables/a.yml": "table: dbo.a\nkeys: [id\n"})
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{tmp_path / 'tables' / 'a.yml'}:3: not valid YAML:")
+
+
+def test_rules_a_schema_cannot_say(tmp_path):
+    path = _write(tmp_path, {
+        "pipeline.yml": PIPELINE,
+        "tables/a.yml": (
+            "table: dbo.a\n"
+            "keys: [id, nope]\n"
+            "columns:\n"
+            "  - {name: id, type: int}\n"
+            "  - {name: v, type: string}\n"
+            "scd_types: [1]\n"
+            "track_history_column_list: [v]\n"
+            "partition_cols: [v]\n"
+            "cluster_by: [id]\n"
+            "expectations:\n"
+            "  - {name: r, constraint: v IS NOT NULL}\n"
+            "  - {name: r, constraint: id > 0}\n"
+        ),
+    })
+    a = tmp_path / "tables" / "a.yml"
+    assert _problems(path) == [
+        f"{a}:8: partition_cols: give partition_cols or cluster_by, not both",
+        f"{a}:7: track_history_column_list: applies to SCD type 2 only, but scd_types is [1]",
+        f"{a}:2: keys[1]: unknown column 'nope' (columns: id, v)",
+        f"{a}:12: expectations: rule name 'r' is used twice (first at {a}:11)",
+    ]
+
+
+def test_sources_one_location_a_topic_and_no_literal_secrets(tmp_path):
+    path = _write(tmp_path, {"pipeline.yml": (
+        "name: shop\n"
+        "sources:\n"
+        "  both:\n"
+        "    format: debezium\n"
+        "    landing: x\n"
+        "    kafka:\n"
+        "      bootstrap_servers: b:9092\n"
+        "      topic: t\n"
+        "  notopic:\n"
+        "    format: qlik\n"
+        "    kafka:\n"
+        "      bootstrap_servers: b:9092\n"
+        "      options:\n"
+        "        kafka.sasl.jaas.config: org.apache.kafka.common.security.plain.PlainLoginModule required password=\"hunter2\";\n"
+        "        maxOffsetsPerTrigger: 1000\n"
+        "  ok:\n"
+        "    format: ces\n"
+        "    landing: y\n"
+        "    options:\n"
+        "      sas_token: '{{secrets/shop/sas}}'\n"
+        "      password: ${SHOP_PASSWORD}\n"
+    )})
+    assert _problems(path) == [
+        f"{path}:6: sources.both: give one location (landing, kafka or event_hubs), not landing and kafka",
+        f"{path}:11: sources.notopic.kafka: give exactly one of topic, topics, topic_pattern (found none)",
+        f"{path}:14: sources.notopic.kafka.options.kafka.sasl.jaas.config: looks like a secret written into "
+        "the config; reference it instead ({{secrets/<scope>/<key>}} or ${ENV_VAR}, or a *_secret: {scope, key} field)",
+    ]
+
+
+def test_secret_reference_fields_refuse_values(tmp_path):
+    path = _write(tmp_path, {"pipeline.yml": (
+        "name: shop\nsources:\n  k:\n    format: debezium\n    kafka:\n      bootstrap_servers: b:9092\n"
+        "      topic: t\n      password_secret: hunter2\n"
+    )})
+    assert _problems(path) == [f"{path}:8: sources.k.kafka.password_secret: expected a mapping, got a string ('hunter2')"]
+
+
+def test_expectations_file_problems_point_into_that_file(tmp_path):
+    path = _write(tmp_path, {
+        "pipeline.yml": PIPELINE,
+        "tables/a.yml": "table: dbo.a\nkeys: [id]\nexpectations_file: ../rules/a.yml\n",
+        "rules/a.yml": "expectations:\n  - name: r1\n    constraint: id > 0\n    action: stop\n",
+        "tables/b.yml": "table: dbo.b\nkeys: [id]\nexpectations_file: missing.yml\n",
+    })
+    rules = tmp_path / "tables" / ".." / "rules" / "a.yml"
+    assert _problems(path) == [
+        f"{rules}:4: expectations[0].action: 'stop' is not one of 'warn', 'drop', 'fail', 'quarantine'",
+        f"{tmp_path / 'tables' / 'b.yml'}:3: expectations_file: no such file {tmp_path / 'tables' / 'missing.yml'}",
+    ]
+
+
+def test_dlt_meta_style_expectations_file(tmp_path):
+    shutil.copytree(FIX / "good", tmp_path / "cfg")
+    t = tmp_path / "cfg" / "tables" / "orders.yml"
+    t.write_text(t.read_text().replace("../expectations/orders.yml", "../expectations/dlt_meta_style.json"))
+    orders = load_pipeline(tmp_path / "cfg" / "pipeline.yml").table("orders")
+    assert [(r["name"], r["constraint"], r["action"]) for r in orders.expectations] == [
+        ("amount_not_negative", "amount >= 0", "drop"),
+        ("amount_small", "amount < 100000", "warn"),
+        ("valid_id", "order_id IS NOT NULL", "drop"),
+    ]
+
+
+def test_the_projects_own_config_loads():
+    cfg = load_pipeline(ROOT / "config" / "pipeline.yml")
+    assert cfg.tables, "config/tables/ should onboard at least one table"
+
+
+@pytest.mark.parametrize("schema", ["pipeline-config.schema.json", "table-config.schema.json", "expectations.schema.json"])
+def test_every_config_field_has_a_description(schema):
+    doc = json.loads((SCHEMAS_DIR / schema).read_text())
+    missing = []
+
+    def described(sub):
+        if "description" in sub:
+            return True
+        if "$ref" in sub:  # described where it is defined
+            file, _, pointer = sub["$ref"].partition("#")
+            target = json.loads((SCHEMAS_DIR / file).read_text()) if file else doc
+            for part in pointer.strip("/").split("/"):
+                target = target[part]
+            return "description" in target
+        return False
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for name, sub in (node.get("properties") or {}).items():
+                if not described(sub):
+                    missing.append(f"{path}.{name}")
+                walk(sub, f"{path}.{name}")
+            for key in ("$defs", "items", "additionalProperties"):
+                if isinstance(node.get(key), dict):
+                    if key == "$defs":
+                        for n, d in node[key].items():
+                            walk(d, f"{path}#{n}")
+                    else:
+                        walk(node[key], path + "[]")
+            for key in ("oneOf", "anyOf"):
+                for i, d in enumerate(node.get(key) or []):
+                    walk(d, f"{path}|{i}")
+
+    walk(doc, "")
+    assert doc.get("description") and not missing, missing
