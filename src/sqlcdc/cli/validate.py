@@ -1,0 +1,238 @@
+"""``sqlcdc validate``: check everything a run would trip on, report every problem at once, run nothing.
+
+Checks, in order:
+
+1. the pipeline config and every table config against ``schemas/`` (plus the rules a schema cannot
+   say: one location per source, no literal secrets, columns named by keys/lists exist, ...);
+2. the SQL of every expectation and ``sequence_by``: parsed with Spark's own parser (nothing runs)
+   and, where the table config gives ``columns:``, resolved against an empty frame shaped like the
+   table's silver rows, so an unknown column or a non-boolean rule is reported too;
+3. the Databricks bundle (``databricks.yml`` and what it includes): every path it names exists.
+
+Spark starts only when step 2 has SQL to check. Each problem is one line, ``file:line: field: message``.
+Exit code 0 when clean, 1 when there are problems, 2 when the config file itself is missing.
+
+Example::
+
+    $ sqlcdc validate --config config/pipeline.yml
+    config/tables/orders.yml:3: keys: expected a list, got a string ('id')
+    config/tables/orders.yml:9: expectations[0].constraint: rule 'positive': syntax error at or near end of input (pos 8): amount >
+    2 problem(s); nothing was run
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlcdc.config import ConfigError, PipelineConfig, TableConfig, load_pipeline
+
+NAME = "validate"
+HELP = "Check configs, expectation SQL, referenced columns and the Databricks bundle; exit 1 on any problem."
+
+# Kafka Connect / Debezium type names a table config may use, as Spark types (for column checks only).
+_CONNECT_TYPES = {
+    "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
+    "float32": "float", "float64": "double", "boolean": "boolean", "string": "string", "bytes": "binary",
+    "io.debezium.time.date": "date", "io.debezium.time.timestamp": "timestamp",
+    "io.debezium.time.microtimestamp": "timestamp", "io.debezium.time.nanotimestamp": "timestamp",
+    "io.debezium.time.zonedtimestamp": "timestamp", "org.apache.kafka.connect.data.decimal": "decimal(38,10)",
+}
+
+# The canonical silver columns an expectation may name besides the table's own (see sqlcdc.model).
+_CANONICAL = {
+    "change_id": "string", "source_format": "string", "source_server": "string", "source_database": "string",
+    "source_schema": "string", "source_table": "string", "table_name": "string", "op": "string",
+    "provided_columns": "array<string>", "changed_columns": "array<string>", "sequence": "string",
+    "commit_time": "timestamp", "transaction_id": "string", "bronze_record_id": "string",
+    "bronze_file": "string", "bronze_ingest_time": "timestamp",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default="config/pipeline.yml", help="pipeline config (default: %(default)s)")
+    parser.add_argument(
+        "--bundle",
+        default=None,
+        help="databricks.yml to check (default: the one in the project folder, found upward from the config)",
+    )
+    parser.add_argument("--no-bundle", action="store_true", help="skip the bundle check")
+    parser.add_argument("--no-sql", action="store_true", help="skip parsing expectation SQL (no Spark)")
+
+
+def main(args: argparse.Namespace) -> int:
+    config = Path(args.config)
+    if not config.is_file():
+        print(f"{config}: no such file (give --config PATH)", file=sys.stderr)
+        return 2
+    problems = validate(
+        config,
+        bundle=None if args.no_bundle else (Path(args.bundle) if args.bundle else find_bundle(config)),
+        check_sql=not args.no_sql,
+    )
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} problem(s); nothing was run", file=sys.stderr)
+        return 1
+    print(f"{config}: OK", file=sys.stderr)
+    return 0
+
+
+def find_bundle(config: Path) -> Path | None:
+    """The ``databricks.yml`` of the project holding ``config`` (searching upward), if any."""
+    for folder in [config.resolve().parent, *config.resolve().parents]:
+        if (folder / "databricks.yml").is_file():
+            return folder / "databricks.yml"
+    return None
+
+
+def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True, spark: Any = None) -> list[str]:
+    """Every problem of the config at ``config`` (and of ``bundle`` when given), as report lines."""
+    problems: list[str] = []
+    cfg: PipelineConfig | None = None
+    try:
+        cfg = load_pipeline(config)
+    except ConfigError as e:
+        problems += e.problems
+        cfg = e.config  # the tables that did load: their SQL is still worth checking, all in one report
+    if cfg is not None and check_sql and _has_sql(cfg):
+        if spark is None:
+            spark = _spark()
+        problems += expression_problems(cfg, spark)
+    if bundle is not None:
+        from sqlcdc.bundle import bundle_problems
+
+        problems += bundle_problems(bundle)
+    return problems
+
+
+def _has_sql(cfg: PipelineConfig) -> bool:
+    return any(t.expectations or t.sequence_by for t in cfg.tables)
+
+
+def _spark():
+    from sqlcdc.runtime import local_spark
+
+    session = local_spark(app_name="sqlcdc-validate", extra={"spark.sql.shuffle.partitions": "1"})
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@contextlib.contextmanager
+def _quiet_pyspark() -> Iterator[None]:
+    """PySpark logs every analysis error it raises (as JSON on stderr); we report them ourselves."""
+    loggers = [logging.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    before = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, b in zip(loggers, before):
+            lg.disabled = b
+
+
+def expression_problems(cfg: PipelineConfig, spark) -> list[str]:
+    """Parse every expectation constraint and ``sequence_by``; resolve them where columns are known."""
+    problems: list[str] = []
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    with _quiet_pyspark():
+        for t in cfg.tables:
+            frame = _silver_frame(spark, parser, t) if t.columns else None
+            checks = [
+                (rule["constraint"], at, f"expectations[{rule['name']}].constraint", True)
+                for rule, at in zip(t.expectations, t.expectation_sources)
+            ]
+            if t.sequence_by:
+                checks.append((t.sequence_by, f"{t.file}:{_line_of(t.file, 'sequence_by')}", "sequence_by", False))
+            for sql, at, fld, boolean in checks:
+                problem = _parse_problem(parser, sql)
+                if problem is None and frame is not None:
+                    problem = _resolve_problem(frame, sql, boolean)
+                if problem is not None:
+                    problems.append(f"{at}: {fld}: {problem} in: {sql}")
+    return problems
+
+
+def _line_of(file: str, key: str) -> int:
+    """Line of top-level ``key:`` in ``file`` (1 when not found)."""
+    try:
+        for i, line in enumerate(Path(file).read_text().splitlines(), 1):
+            if re.match(rf"^{re.escape(key)}\s*:", line):
+                return i
+    except OSError:
+        pass
+    return 1
+
+
+def _parse_problem(parser, sql: str) -> str | None:
+    # Parenthesized so a trailing word cannot be taken for an alias ("a > 0 AND" is an error, not "a > 0 AS AND").
+    try:
+        parser.parseExpression(f"({sql})")
+        return None
+    except Exception as e:  # py4j's Py4JJavaError carries Spark's ParseException
+        return _spark_message(e, offset=1, length=len(sql))
+
+
+def _resolve_problem(frame, sql: str, boolean: bool) -> str | None:
+    from pyspark.sql import functions as F
+
+    try:
+        if boolean:
+            frame.where(F.expr(sql))
+        else:
+            frame.select(F.expr(sql))
+        return None
+    except Exception as e:
+        return _spark_message(e)
+
+
+def _spark_message(e: Exception, offset: int = 0, length: int | None = None) -> str:
+    """Spark's error, first line, without the error class/SQLSTATE noise; positions made relative to the rule."""
+    text = str(getattr(e, "java_exception", None) or e)
+    text = text.split("== SQL ==")[0]
+    text = re.sub(r"^.*?Exception:\s*", "", text.strip(), flags=re.S)
+    first = " ".join(text.split())
+    first = re.sub(r"\[([A-Z_.]+)\]\s*", "", first, count=1)
+    first = re.sub(r"\s*SQLSTATE: \w+", "", first)
+    first = re.sub(r";?\s*line 1 pos \d+;?.*$", "", first)
+    first = first.split(";")[0]  # analysis errors go on with the logical plan: not for people
+    m = re.search(r"\(line 1, pos (\d+)\)", first)
+    if m:
+        pos = max(int(m.group(1)) - offset, 0)
+        if length is not None and pos >= length:
+            first = "syntax error at the end of the expression (incomplete, or a stray word before the end)"
+        else:
+            first = re.sub(r"\.?\s*\(line 1, pos \d+\)", f" (at position {pos})", first)
+    first = first.strip().rstrip(".;")
+    return first[0].lower() + first[1:] if first else "not valid SQL"
+
+
+def _spark_type(parser, type_name: str) -> str:
+    try:
+        return parser.parseDataType(type_name).catalogString()
+    except Exception:
+        return _CONNECT_TYPES.get(type_name.lower(), "string")
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _silver_frame(spark, parser, t: TableConfig):
+    """An empty frame with the table's columns at top level plus the canonical change columns."""
+    cols = [(c["name"], _spark_type(parser, c["type"])) for c in t.columns]
+    struct = "struct<" + ", ".join(f"{_q(n)}: {ty}" for n, ty in cols) + ">"
+    key_cols = [(n, ty) for n, ty in cols if n in t.keys] or cols[:1]
+    key_struct = "struct<" + ", ".join(f"{_q(n)}: {ty}" for n, ty in key_cols) + ">"
+    names = {n.lower() for n, _ in cols}
+    fields = [f"{_q(n)} {ty}" for n, ty in cols]
+    extra = {**_CANONICAL, "key": key_struct, "before": struct, "after": struct}
+    fields += [f"{_q(n)} {ty}" for n, ty in extra.items() if n.lower() not in names]
+    return spark.createDataFrame([], ", ".join(fields))

@@ -1,0 +1,124 @@
+"""``sqlcdc validate``: one report with every problem (schema, SQL, columns, bundle), non-zero exit,
+nothing run; Spark only when there is SQL to parse."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sqlcdc.cli import main as cli_main
+from sqlcdc.cli import validate as v
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = Path(__file__).resolve().parent / "fixtures" / "config"
+
+
+def _no_spark(monkeypatch):
+    def refuse():
+        raise AssertionError("validate started Spark although there was no SQL to check")
+
+    monkeypatch.setattr(v, "_spark", refuse)
+
+
+def test_broken_config_gives_one_report_with_every_problem(spark):
+    tables = FIX / "broken" / "tables"
+    assert v.validate(FIX / "broken" / "pipeline.yml", spark=spark) == [
+        # wrong type, bad value, unknown key, missing key: from the schemas
+        f"{tables / 'orders.yml'}:3: keys: expected a list, got a string ('order_id')",
+        f"{tables / 'orders.yml'}:4: scd_types[1]: 3 is not one of 1, 2",
+        f"{tables / 'orders.yml'}:5: keyz: unknown field (did you mean 'keys'?)",
+        f"{tables / 'payments.yml'}:1: table: required field missing",
+        f"{tables / 'payments.yml'}:3: ignore_null_updates: expected true or false, got a string ('yes')",
+        # bad SQL and an unknown column: from Spark's parser and analyzer, in the same report
+        f"{tables / 'refunds.yml'}:9: expectations[positive].constraint: "
+        "syntax error at the end of the expression (incomplete, or a stray word before the end) in: amount >",
+        f"{tables / 'refunds.yml'}:11: expectations[known_column].constraint: a column, variable, or function "
+        "parameter with name `amont` cannot be resolved. Did you mean one of the following? "
+        "[`amount`, `op`, `key`, `after`, `before`] in: amont > 0",
+    ]
+
+
+def test_cli_exits_non_zero_and_prints_each_problem(spark, capsys):
+    code = cli_main(["validate", "--config", str(FIX / "broken" / "pipeline.yml"), "--no-bundle"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert len(out.strip().splitlines()) == 7
+    assert "keyz: unknown field" in out and "expectations[positive].constraint: syntax error" in out
+    assert err.strip().endswith("7 problem(s); nothing was run")
+
+
+def test_sql_checks_without_columns_parse_only(spark, tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: qlik\n")
+    (tmp_path / "tables" / "t.yml").write_text(
+        "table: dbo.t\n"
+        "keys: [id]\n"
+        "sequence_by: 'commit_time,'\n"
+        "expectations:\n"
+        "  - {name: fine, constraint: \"whatever_column > 0\"}\n"
+        "  - {name: alias_trick, constraint: \"a > 0 b\"}\n"
+        "  - {name: quote, constraint: \"name = 'x\"}\n"
+    )
+    t = tmp_path / "tables" / "t.yml"
+    problems = v.validate(tmp_path / "pipeline.yml", spark=spark)
+    # no columns: an unknown column cannot be told, but syntax can
+    assert problems == [
+        f"{t}:6: expectations[alias_trick].constraint: syntax error at the end of the expression (incomplete, or a stray word before the end) in: a > 0 b",
+        f"{t}:7: expectations[quote].constraint: syntax error at or near ''' (at position 7) in: name = 'x",
+        f"{t}:3: sequence_by: syntax error at the end of the expression (incomplete, or a stray word before the end) in: commit_time,",
+    ]
+
+
+def test_good_config_and_project_bundle_are_clean(spark):
+    assert v.validate(FIX / "good" / "pipeline.yml", spark=spark, bundle=ROOT / "databricks.yml") == []
+
+
+def test_no_spark_without_sql(monkeypatch):
+    _no_spark(monkeypatch)
+    cfg_dir = FIX / "good"
+    # customers has no SQL; a config with only such tables never starts Spark
+    problems = v.validate(FIX / "broken" / "pipeline.yml", check_sql=False)
+    assert len(problems) == 5
+    assert v._has_sql(__import__("sqlcdc.config", fromlist=["load_pipeline"]).load_pipeline(cfg_dir / "pipeline.yml"))
+
+
+def test_minimal_config_validates_without_spark(monkeypatch, tmp_path, capsys):
+    _no_spark(monkeypatch)
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: debezium\n    landing: in\n")
+    (tmp_path / "tables" / "a.yml").write_text("source: s\ntable: dbo.a\nkeys: [id]\n")
+    assert cli_main(["validate", "--config", str(tmp_path / "pipeline.yml")]) == 0
+    assert "OK" in capsys.readouterr().err
+
+
+def test_bundle_problems_join_the_same_report(monkeypatch, tmp_path):
+    _no_spark(monkeypatch)
+    shutil.copy(ROOT / "databricks.yml", tmp_path / "databricks.yml")
+    shutil.copytree(ROOT / "resources", tmp_path / "resources")
+    (tmp_path / "config" / "tables").mkdir(parents=True)
+    (tmp_path / "config" / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: ces\n")
+    (tmp_path / "config" / "tables" / "a.yml").write_text("table: dbo.a\nkeys: id\n")
+    problems = v.validate(tmp_path / "config" / "pipeline.yml", bundle=v.find_bundle(tmp_path / "config" / "pipeline.yml"))
+    res = tmp_path / "resources" / "sqlcdc.pipeline.yml"
+    assert problems[0] == f"{tmp_path / 'config' / 'tables' / 'a.yml'}:2: keys: expected a list, got a string ('id')"
+    assert f"{res}:19: resources.pipelines.sqlcdc.libraries[0].file.path: no such file ../pipelines/bronze.py " \
+           f"({tmp_path / 'pipelines' / 'bronze.py'})" in problems
+    assert f"{res}:13: resources.pipelines.sqlcdc.root_path: no such folder ../src ({tmp_path / 'src'})" in problems
+
+
+def test_missing_config_file_exit_code_2(capsys, tmp_path):
+    assert cli_main(["validate", "--config", str(tmp_path / "nope.yml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sql", ["amount >= 0 AND status IN ('A', 'B')", "after.amount IS NULL OR op = 'DELETE'"])
+def test_valid_rules_pass(spark, tmp_path, sql):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: cdc_ct\n")
+    (tmp_path / "tables" / "t.yml").write_text(
+        "table: dbo.t\nkeys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: amount, type: int32}\n"
+        f"  - {{name: status, type: string}}\nexpectations:\n  - name: r\n    constraint: \"{sql}\"\n"
+    )
+    assert v.validate(tmp_path / "pipeline.yml", spark=spark) == []
