@@ -390,3 +390,193 @@ def test_unrouted_names_the_capture_instance_and_file(spark, tmp_path):
     assert q[0].reason.startswith("capture instance dbo_customers (file file:")
     assert q[0].reason.endswith("is not onboarded in source ct (onboarded: dbo_orders)")
     assert q[0].rules == ["routing"]
+
+
+# --- gold: SCD1 / SCD2 ------------------------------------------------------------------------------
+
+from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec, scd1, scd2  # noqa: E402
+
+
+def gold(changes, columns=NAMES):
+    frame = model.apply_frame(changes, columns, ["id"])
+    spec1 = ApplyChangesSpec(keys=["id"], table="orders")
+    spec2 = ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, table="orders")
+    spec1.validate(frame.schema)
+    current = sorted(tuple(r) for r in scd1(frame, spec1).collect())
+    history = sorted(
+        ((tuple(r[c] for c in columns), tuple(r[START_AT]), tuple(r[END_AT]) if r[END_AT] else None)
+         for r in scd2(frame, spec2).collect()),
+        key=repr,
+    )
+    return current, history
+
+
+D = Decimal
+# What cdc.fn_cdc_get_net_changes_dbo_orders(min, max, N'all') returns for the fixture, applied to an
+# empty target: one row per surviving key with its final image. 2 and 5 were inserted and deleted
+# inside the window (nothing left), 3 became 30, 1 and 4 were updated several times (last image).
+NET_CHANGES_TARGET = [
+    (1, "alicia", D("15.00"), "note one b", "new"),
+    (4, "dave", D("45.00"), None, "paid"),
+    (30, "carol", D("30.00"), "note three", "new"),
+]
+
+
+def q(n: int, j: int, serial: int) -> tuple:
+    return (c(n), s(n, j), serial)
+
+
+EXPECTED_SCD2 = sorted(
+    [
+        ((1, "alice", D("10.00"), "note one", "new"), q(1, 2, 1), q(2, 2, 2)),
+        ((1, "alice", D("15.00"), "note one", "new"), q(2, 2, 2), q(5, 3, 2)),
+        ((1, "alicia", D("15.00"), "note one", "new"), q(5, 3, 2), q(5, 4, 2)),
+        ((1, "alicia", D("15.00"), "note one b", "new"), q(5, 4, 2), None),
+        ((2, "bob", D("20.00"), None, "new"), q(1, 3, 1), q(2, 3, 2)),
+        ((2, "bob", D("20.00"), "a long note", "new"), q(2, 3, 2), q(3, 3, 1)),
+        ((3, "carol", D("30.00"), "note three", "new"), q(1, 4, 1), q(3, 2, 2)),
+        ((30, "carol", D("30.00"), "note three", "new"), q(3, 2, 2), None),
+        ((4, "dave", D("40.00"), None, "new"), q(4, 2, 1), q(4, 3, 2)),
+        ((4, "dave", D("40.00"), None, "paid"), q(4, 3, 2), q(4, 4, 2)),
+        ((4, "dave", D("45.00"), None, "paid"), q(4, 4, 2), None),
+        ((5, "erin", D("50.00"), "temp", "new"), q(5, 2, 1), q(6, 2, 1)),
+    ],
+    key=repr,
+)
+
+
+@pytest.fixture(scope="module")
+def ct_gold(csv_decoded):
+    return gold(csv_decoded[1].changes)
+
+
+def test_scd1_equals_net_changes_applied_to_the_target(ct_gold):
+    current, _ = ct_gold
+    assert current == NET_CHANGES_TARGET
+
+
+def test_scd2_history_with_lsn_validity(ct_gold):
+    _, history = ct_gold
+    assert history == EXPECTED_SCD2
+
+
+def test_net_changes_per_window(spark, tmp_path):
+    """Windows applied one after another end where one big window ends (net changes compose)."""
+    rows = history_rows()
+    land_jsonl(tmp_path / "w1", rows[:10], name="dbo_orders_CT.w1.jsonl")  # transactions 1-3
+    land_jsonl(tmp_path / "w2", rows[10:], name="dbo_orders_CT.w2.jsonl")  # transactions 4-6
+    _, first = decode_landing(spark, tmp_path / "w1")
+    current, _ = gold(first.changes)
+    assert current == [
+        (1, "alice", D("15.00"), "note one", "new"),
+        (30, "carol", D("30.00"), "note three", "new"),
+    ]
+    _, both = decode_landing(spark, tmp_path)
+    assert gold(both.changes)[0] == NET_CHANGES_TARGET
+
+
+# --- the same history via Debezium ------------------------------------------------------------------
+
+DEBEZIUM_COLUMNS = (
+    {"name": "id", "type": "int32"},
+    {"name": "customer", "type": "string"},
+    {"name": "amount", "type": "decimal(10,2)"},
+    {"name": "notes", "type": "string"},
+    {"name": "status", "type": "string"},
+)
+
+
+def dbz_lsn(hex20: str) -> str:
+    return f"{hex20[:8]}:{hex20[8:16]}:{hex20[16:]}".lower()
+
+
+def dbz_decimal(text: str | None) -> str | None:
+    """Kafka Connect Decimal (decimal.handling.mode=precise): base64 big-endian unscaled bytes."""
+    if text is None:
+        return None
+    unscaled = int(D(text).scaleb(2))
+    return base64.b64encode(unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)).decode()
+
+
+def dbz_image(r: dict | None) -> dict | None:
+    if r is None:
+        return None
+    return {"id": int(r["id"]), "customer": r["customer"], "amount": dbz_decimal(r["amount"]),
+            "notes": r["notes"], "status": r["status"]}
+
+
+def debezium_history(rows: list[dict]) -> list[str]:
+    """What Debezium's SQL Server connector emits reading these change-table rows.
+
+    Per SqlServerStreamingChangeEventSource: rows in (commit LSN, seqval, operation) order; an
+    operation 3 is consumed with its 4 (event count 2); ``event_serial_no`` counts the rows consumed at
+    one (commit_lsn, change_lsn) position. A 3+4 pair whose key changed is emitted as delete(old key)
+    + tombstone + create(new key), both with the pair's offset. Deletes are followed by a tombstone.
+    """
+    out, position, serial, pending_old = [], None, 0, None
+    for r in sorted(rows, key=lambda r: (r["__$start_lsn"], r["__$seqval"], int(r["__$operation"]))):
+        op = int(r["__$operation"])
+        if op == 3:
+            pending_old = r
+            continue
+        pos = (r["__$start_lsn"], r["__$seqval"])
+        count = 2 if op == 4 else 1
+        serial = serial + count if pos == position else count
+        position = pos
+        src = {
+            "version": "2.7.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1767261600000,
+            "snapshot": "false", "db": "shop", "schema": "dbo", "table": "orders",
+            "change_lsn": dbz_lsn(r["__$seqval"][2:]), "commit_lsn": dbz_lsn(r["__$start_lsn"][2:]),
+            "event_serial_no": serial,
+        }
+
+        def ev(o, before, after):
+            return json.dumps({"before": dbz_image(before), "after": dbz_image(after), "source": src, "op": o,
+                               "ts_ms": 1767261603000})
+
+        if op == 2:
+            out.append(ev("c", None, r))
+        elif op == 1:
+            out += [ev("d", r, None), "null"]
+        elif pending_old["id"] != r["id"]:
+            out += [ev("d", pending_old, None), "null", ev("c", None, r)]
+        else:
+            out.append(ev("u", pending_old, r))
+    return out
+
+
+def test_ct_and_debezium_give_identical_gold(spark, tmp_path):
+    from sqlcdc.formats import debezium
+
+    rows = history_rows()
+    # plus a primary-key change the change table recorded as delete + insert at one position
+    # (Debezium: serial 1 and 2): 4 -> 40
+    split = [
+        dict(rows[14], **{"__$start_lsn": "0x00000027000007000010", "__$seqval": "0x00000027000007000002",
+                          "__$operation": "1", "__$update_mask": "0x1F", "__$command_id": "1"}),
+        dict(rows[14], **{"__$start_lsn": "0x00000027000007000010", "__$seqval": "0x00000027000007000002",
+                          "__$operation": "2", "__$update_mask": "0x1F", "__$command_id": "1", "id": "40"}),
+    ]
+    rows = rows + split
+    land_jsonl(tmp_path / "ct", rows)
+    _, ct = decode_landing(spark, tmp_path / "ct")
+    assert ct.quarantine.count() == 0
+
+    (tmp_path / "dbz").mkdir()
+    (tmp_path / "dbz" / "server1.dbo.orders.jsonl").write_text("\n".join(debezium_history(rows)) + "\n")
+    dsrc = SourceConfig(name="dbz", format="debezium", landing=str(tmp_path / "dbz"), file="pipeline.yml")
+    dtable = TableConfig(name="orders", source=dsrc, schema="dbo", table="orders", keys=("id",),
+                         columns=DEBEZIUM_COLUMNS, file="tables/orders.yml")
+    dbronze = debezium.read_bronze(spark, dsrc, streaming=False)
+    dz = debezium.decode(dbronze, dtable, debezium.columns_for(dtable, dsrc, spark))
+    assert dz.quarantine.count() == 0
+
+    ct_current, ct_history = gold(ct.changes)
+    dz_current, dz_history = gold(dz.changes)
+    assert ct_current == dz_current
+    assert ct_history == dz_history
+    # and both are the hand-written expectation, with 4 moved to 40 in transaction 7
+    assert ct_current == sorted(NET_CHANGES_TARGET[:1] + [(30,) + NET_CHANGES_TARGET[2][1:], (40,) + NET_CHANGES_TARGET[1][1:]])
+    closed4 = [h for h in ct_history if h[0][0] == 4 and h[2] == q(7, 2, 1)]
+    opened40 = [h for h in ct_history if h[0][0] == 40]
+    assert len(closed4) == 1 and [h[1:] for h in opened40] == [(q(7, 2, 2), None)]
