@@ -269,3 +269,71 @@ def test_every_config_field_has_a_description(schema):
 
     walk(doc, "")
     assert doc.get("description") and not missing, missing
+
+
+# --- sqlcdc init: onboarding a table writes exactly one new file ---------------------------------
+
+def _init(*argv: str) -> int:
+    from sqlcdc.cli import main
+
+    return main(["init", *argv])
+
+
+def test_init_from_flags_writes_a_minimal_config_that_loads(tmp_path, capsys):
+    path = _write(tmp_path, {"pipeline.yml": PIPELINE})
+    assert _init("--config", str(path), "--source", "inventory", "--table", "sales.Orders", "--keys", "order_id, line",
+                 "--scd", "2", "--no-input") == 0
+    out = tmp_path / "tables" / "orders.yml"
+    assert capsys.readouterr().out.strip() == str(out)
+    assert out.read_text().splitlines()[:4] == [
+        "source: inventory", "table: sales.Orders", "keys: [order_id, line]", "scd_types: [2]"]
+    (t,) = load_pipeline(path).tables
+    assert (t.name, t.schema, t.table, t.keys, t.scd_types) == ("orders", "sales", "Orders", ("order_id", "line"), (2,))
+
+
+def test_init_refuses_to_overwrite_and_checks_what_it_writes(tmp_path, capsys):
+    path = _write(tmp_path, {"pipeline.yml": PIPELINE, "tables/orders.yml": "source: inventory\ntable: dbo.orders\nkeys: [id]\n"})
+    assert _init("--config", str(path), "--source", "inventory", "--table", "dbo.orders", "--keys", "x", "--no-input") == 1
+    assert "already exists; not overwritten" in capsys.readouterr().err
+    assert (tmp_path / "tables" / "orders.yml").read_text() == "source: inventory\ntable: dbo.orders\nkeys: [id]\n"
+
+    assert _init("--config", str(path), "--source", "nope", "--table", "a.b.c", "--keys", "k", "--scd", "3", "--no-input") == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"source: unknown source 'nope'; {path} defines inventory",
+        "table: 'a.b.c': expected schema.table or table",
+        "scd_types[0]: 3 is not one of 1, 2",
+    ]
+    assert _init("--config", str(path), "--table", "dbo.x", "--no-input") == 2
+    assert "missing --source, --keys" in capsys.readouterr().err
+
+
+def test_init_asks_on_a_terminal(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    path = _write(tmp_path, {"pipeline.yml": PIPELINE})
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from sqlcdc.cli import main; sys.exit(main())", "init", "--config", str(path)],
+        stdin=slave, stdout=slave, stderr=subprocess.PIPE,
+    )
+    os.close(slave)
+    # source: accept the only one offered; table; keys; SCD types: default
+    os.write(master, b"\ndbo.Payments\npayment_id\n\n")
+    assert proc.wait(timeout=60) == 0
+    prompts = proc.stderr.read()  # without GNU readline, input() writes its prompt to stderr
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(master)
+    screen += prompts
+    assert b"source (inventory) [inventory]: " in screen and b"keys (comma-separated): " in screen
+    (t,) = load_pipeline(path).tables
+    assert (t.name, t.source.name, t.keys, t.scd_types) == ("payments", "inventory", ("payment_id",), (1, 2))
