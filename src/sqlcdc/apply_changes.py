@@ -64,6 +64,7 @@ __all__ = [
     "merge_scd1",
     "merge_scd2",
     "changes_log_location",
+    "purge_tombstones",
     "START_AT",
     "END_AT",
 ]
@@ -346,9 +347,9 @@ def _classified(frame: DataFrame, spec: ApplyChangesSpec) -> DataFrame:
     )
 
 
-def _events(frame: DataFrame, spec: ApplyChangesSpec) -> tuple[DataFrame, list[str]]:
+def _events(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None = None) -> tuple[DataFrame, list[str]]:
     """Per-key events (truncates expanded into a delete of every key seen before them)."""
-    schema = frame.schema
+    schema = schema or frame.schema
     keys = list(spec.keys)
     values = [c for c in spec.output_columns(schema) if c not in keys]
     prov = _c(spec.provided_column) if spec.provided_column else F.lit(None).cast("array<string>")
@@ -358,7 +359,9 @@ def _events(frame: DataFrame, spec: ApplyChangesSpec) -> tuple[DataFrame, list[s
         *cols, prov.alias("__ac_prov"), _SEQ, _RANK, _CID, F.col(_IS_DEL)
     )
     if spec.apply_as_truncates:
-        truncs = ev.where(F.col(_IS_TRUNC)).select(F.col(_SEQ).alias("__ac_tseq")).distinct()
+        # groupBy, not distinct(): Spark Connect resolves distinct() eagerly, which SDP cannot do
+        # while registering a flow whose input table does not exist yet.
+        truncs = ev.where(F.col(_IS_TRUNC)).groupBy(F.col(_SEQ).alias("__ac_tseq")).count().select("__ac_tseq")
         first = base.groupBy(*[_c(k) for k in keys]).agg(F.min(_SEQ).alias("__ac_first"))
         virtual = first.join(F.broadcast(truncs), F.col("__ac_tseq") > F.col("__ac_first")).select(
             *[_c(k) for k in keys],
@@ -377,13 +380,13 @@ def _key_window(spec: ApplyChangesSpec):
     return Window.partitionBy(*[_c(k) for k in spec.keys]).orderBy(F.col(_SEQ), F.col(_RANK), F.col(_CID))
 
 
-def _state(frame: DataFrame, spec: ApplyChangesSpec) -> tuple[DataFrame, list[str]]:
+def _state(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None = None) -> tuple[DataFrame, list[str]]:
     """One row per event with the key's full state *after* it (``_ALIVE`` = key exists).
 
     A value column's state is the value of the last upsert (in apply order) that provided it,
     provided that upsert comes after the key's last delete; else NULL.
     """
-    ev, values = _events(frame, spec)
+    ev, values = _events(frame, spec, schema)
     w = _key_window(spec)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     ordkey = F.struct(F.col(_SEQ).alias("s"), F.col(_RANK).alias("r"), F.col(_CID).alias("c"))
@@ -411,23 +414,26 @@ def _state(frame: DataFrame, spec: ApplyChangesSpec) -> tuple[DataFrame, list[st
     return st, values
 
 
-def scd1(frame: DataFrame, spec: ApplyChangesSpec) -> DataFrame:
+def scd1(frame: DataFrame, spec: ApplyChangesSpec, *, schema: StructType | None = None) -> DataFrame:
     """SCD type 1 recomputed from the whole apply frame: the current row of every live key.
 
     Returns the output data columns (frame order, after ``column_list``/``except_column_list``).
+    ``schema``: the frame's schema when known statically (SDP query functions may not analyze a
+    DataFrame, so the pipeline passes it; see :func:`sqlcdc.model.apply_frame_schema`).
 
     Example::
 
         >>> scd1(frame, ApplyChangesSpec(keys=["id"], table="customers")).show()
     """
-    out_cols = spec.output_columns(frame.schema)
-    st, _ = _state(frame, spec)
+    schema = schema or frame.schema
+    out_cols = spec.output_columns(schema)
+    st, _ = _state(frame, spec, schema)
     w = _key_window(spec)
     last = st.withColumn("__ac_next", F.lead(F.lit(1)).over(w))
     return last.where(F.col("__ac_next").isNull() & F.col(_ALIVE)).select(*[_c(c) for c in out_cols])
 
 
-def scd2(frame: DataFrame, spec: ApplyChangesSpec) -> DataFrame:
+def scd2(frame: DataFrame, spec: ApplyChangesSpec, *, schema: StructType | None = None) -> DataFrame:
     """SCD type 2 recomputed from the whole apply frame: every version of every key.
 
     Returns the output data columns + ``__START_AT``, ``__END_AT`` (type of ``sequence_by``;
@@ -437,10 +443,10 @@ def scd2(frame: DataFrame, spec: ApplyChangesSpec) -> DataFrame:
 
         >>> scd2(frame, ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, table="customers"))
     """
-    schema = frame.schema
+    schema = schema or frame.schema
     out_cols = spec.output_columns(schema)
     tracked = spec.tracked_columns(schema)
-    st, _ = _state(frame, spec)
+    st, _ = _state(frame, spec, schema)
     w = _key_window(spec)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     tuple_ = F.struct(*[_c(c) for c in tracked]) if tracked else F.lit(0)
@@ -509,33 +515,37 @@ def _null_safe_on(keys: Sequence[str], left: str, right: str) -> Column:
     return cond
 
 
-def _merge(spark, target: str, changes: DataFrame, spec: ApplyChangesSpec, kind: int,
-           tombstone_retention: _dt.timedelta | None) -> dict[str, int]:
+def _merge(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, kind: int) -> str:
+    """Append ``changes`` to the log, recompute the keys they touch, MERGE them into ``target``.
+
+    Returns how the run was applied: ``"initial"`` (first run: the log and target are created),
+    ``"recompute"`` (the batch holds a truncate, which touches every key) or ``"merge"``.
+    """
     spec.validate(changes.schema)
     log = changes_log_location(target)
     compute = scd1 if kind == 1 else scd2
     keys = list(spec.keys)
-    first_run = not _exists(spark, log) or not _exists(spark, target)
     changes = changes.select(*[_c(f.name) for f in changes.schema.fields])
-    if first_run:
+    if not _exists(spark, log) or not _exists(spark, target):
         _write(changes, log, "overwrite")
         _write(compute(_read(spark, log), spec), target, "overwrite")
-        return {"mode": 0}
+        return "initial"
     ev = _classified(changes, spec)
-    has_trunc = spec.apply_as_truncates is not None and ev.where(F.col(_IS_TRUNC)).limit(1).count() > 0
+    has_trunc = spec.apply_as_truncates is not None and bool(ev.where(F.col(_IS_TRUNC)).limit(1).collect())
     _write(changes, log, "append")
-    if has_trunc:
-        # A truncate touches every key: recompute from the log (rare).
-        _write(compute(_read(spark, log), spec), target, "overwrite")
-        return {"mode": 1}
     logdf = _read(spark, log)
-    touched = ev.where(~F.col(_IS_TRUNC)).select(*[_c(k) for k in keys]).distinct()
+    if has_trunc:
+        _write(compute(logdf, spec), target, "overwrite")
+        return "recompute"
+    # Keys this batch touches; their whole history (plus every truncate) decides their rows.
+    touched = ev.select(*[_c(k) for k in keys]).distinct()
     hist = logdf.alias("l").join(touched.alias("t"), _null_safe_on(keys, "l", "t"), "left_semi")
     if spec.apply_as_truncates is not None:
         hist = hist.unionByName(logdf.where(F.expr(spec.apply_as_truncates)))
     fresh = compute(hist, spec)
     match = keys + ([START_AT] if kind == 2 else [])
     tgt = _read(spark, target)
+    # Rows of touched keys that the recompute no longer produces (deleted keys, re-cut versions).
     stale = (
         tgt.alias("g").join(touched.alias("t"), _null_safe_on(keys, "g", "t"), "left_semi")
         .alias("g").join(fresh.alias("f"), _null_safe_on(match, "g", "f"), "left_anti")
@@ -544,19 +554,51 @@ def _merge(spark, target: str, changes: DataFrame, spec: ApplyChangesSpec, kind:
         stale.withColumn("__ac_action", F.lit("delete"))
     )
     cols = [f.name for f in tgt.schema.fields]
+    assign = {_q(c): f"s.{_q(c)}" for c in cols}
     (
         _delta(spark, target).alias("g")
         .merge(source.alias("s"), _null_safe_on(match, "g", "s"))
         .whenMatchedDelete(condition="s.__ac_action = 'delete'")
-        .whenMatchedUpdate(set={_q(c): f"s.{_q(c)}" for c in cols})
-        .whenNotMatchedInsert(condition="s.__ac_action = 'upsert'", values={_q(c): f"s.{_q(c)}" for c in cols})
+        .whenMatchedUpdate(set=assign)
+        .whenNotMatchedInsert(condition="s.__ac_action = 'upsert'", values=assign)
         .execute()
     )
-    return {"mode": 2}
+    return "merge"
+
+
+def purge_tombstones(spark: SparkSession, target: str, spec: ApplyChangesSpec, older_than: _dt.timedelta) -> int:
+    """Forget deleted keys whose delete committed more than ``older_than`` ago (SCD1 targets).
+
+    Their events leave the change log, so a later event for such a key is applied as if the
+    key had never existed: a late event older than the forgotten delete *can* then resurrect
+    the row. This is the retention trade-off of Databricks' ``pipelines.cdc.tombstoneGCThresholdInSeconds``.
+    Returns the number of log rows removed. Not for SCD2 logs: there the log is the only record
+    that lets a late event re-cut the history of a key, so it is kept.
+    """
+    if spec.commit_time_column is None:
+        raise ConfigError([f"{spec.table}: commit_time_column: tombstone retention needs a commit time column"])
+    log = changes_log_location(target)
+    if not _exists(spark, log):
+        return 0
+    keys = list(spec.keys)
+    ev = _classified(_read(spark, log), spec).where(~F.col(_IS_TRUNC))
+    ordkey = F.struct(F.col(_SEQ).alias("s"), F.col(_RANK).alias("r"), F.col(_CID).alias("c"))
+    last = ev.groupBy(*[_c(k) for k in keys]).agg(
+        F.max_by(F.struct(F.col(_IS_DEL).alias("d"), _c(spec.commit_time_column).alias("t")), ordkey).alias("__ac_last")
+    )
+    cutoff = F.current_timestamp() - F.make_dt_interval(secs=F.lit(older_than.total_seconds()))
+    dead = last.where(F.col("__ac_last.d") & (F.col("__ac_last.t") < cutoff)).select(*[_c(k) for k in keys])
+    before = _delta(spark, log).history(1).collect()
+    _delta(spark, log).alias("l").merge(dead.alias("d"), _null_safe_on(keys, "l", "d")).whenMatchedDelete().execute()
+    after = _delta(spark, log).history(1).collect()
+    if after and before and after[0]["version"] != before[0]["version"]:
+        metrics = after[0]["operationMetrics"] or {}
+        return int(metrics.get("numTargetRowsDeleted", 0))
+    return 0
 
 
 def merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, *,
-               tombstone_retention: _dt.timedelta | None = None) -> None:
+               tombstone_retention: _dt.timedelta | None = None) -> str:
     """Apply a batch of new changes to the SCD1 Delta table ``target`` (name or path).
 
     The applied changes are kept in ``changes_log_location(target)``; only the keys the batch
@@ -564,14 +606,16 @@ def merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: Apply
     finds the delete and does not resurrect the row. The result equals :func:`scd1` over every
     change applied so far, in any order and split.
     """
-    _merge(spark, target, changes, spec, 1, tombstone_retention)
+    mode = _merge(spark, target, changes, spec, 1)
+    if tombstone_retention is not None:
+        purge_tombstones(spark, target, spec, tombstone_retention)
+    return mode
 
 
-def merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, *,
-               tombstone_retention: _dt.timedelta | None = None) -> None:
+def merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec) -> str:
     """Apply a batch of new changes to the SCD2 Delta table ``target`` (name or path).
 
     Like :func:`merge_scd1`; the touched keys' versions are recomputed and MERGEd on
     ``keys + __START_AT``. The result equals :func:`scd2` over every change applied so far.
     """
-    _merge(spark, target, changes, spec, 2, tombstone_retention)
+    return _merge(spark, target, changes, spec, 2)
