@@ -173,6 +173,7 @@ def test_registered_as_a_decoder():
         ("/landing/dbo_orders_CT.2026-01-01.jsonl", "dbo_orders"),
         ("/landing/dbo_orders/part-00000-abc.snappy.parquet", "dbo_orders"),
         ("/landing/cdc.sales_Lines_CT/x.csv", "sales_Lines"),
+        ("/landing/dbo_orders_CT.0A-14/part-00000-abc.snappy.parquet", "dbo_orders"),  # ct_jdbc windows
         ("file:///landing/sales_Order%20Lines/part-0.json", "sales_Order Lines"),
     ],
 )

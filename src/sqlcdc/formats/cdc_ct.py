@@ -20,7 +20,9 @@ binary text without ``0x`` the source option ``binary_text: hex|base64`` decides
 
 Which capture instance a file belongs to comes from its path: the file name
 ``[cdc.]<ci>_CT[.|_|-]anything`` (``cdc.dbo_orders_CT.csv``, ``dbo_orders_CT_0001.parquet``), else
-the parent folder ``[cdc.]<ci>[_CT]`` (``landing/dbo_orders/part-0.parquet``). A table's capture
+the parent folder ``[cdc.]<ci>_CT[.|_|-]anything`` or ``[cdc.]<ci>[_CT]``
+(``landing/dbo_orders/part-0.parquet``, ``landing/dbo_orders_CT.<window>/part-0.parquet`` as
+:func:`sqlcdc.ct_jdbc.parquet_lander` writes). A table's capture
 instance is its ``options.capture_instance``, default ``<schema>_<table>`` (SQL Server's default).
 
 Bronze
@@ -147,7 +149,7 @@ def capture_instance_of(path: str) -> str:
     if m:
         return m.group(1)
     if len(parts) >= 2:
-        m = re.match(_CI_FROM_FOLDER, parts[-2])
+        m = re.match(_CI_FROM_NAME, parts[-2]) or re.match(_CI_FROM_FOLDER, parts[-2])
         if m:
             return m.group(1)
     return ""
@@ -158,8 +160,9 @@ def capture_instance_col(path: Column) -> Column:
     name = F.url_decode(F.regexp_extract(path, r"([^/]+)/*$", 1))
     folder = F.url_decode(F.regexp_extract(path, r"([^/]+)/[^/]+/*$", 1))
     from_name = F.regexp_extract(name, _CI_FROM_NAME, 1)
+    folder_ct = F.regexp_extract(folder, _CI_FROM_NAME, 1)
     from_folder = F.regexp_extract(folder, _CI_FROM_FOLDER, 1)
-    return F.when(from_name != "", from_name).otherwise(from_folder)
+    return F.when(from_name != "", from_name).when(folder_ct != "", folder_ct).otherwise(from_folder)
 
 
 def table_capture_instance(table: TableConfig) -> str:
