@@ -40,7 +40,9 @@ from typing import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType, TimestampType
+
+from sqlcdc import lsn
 
 INSERT, UPDATE, DELETE, SNAPSHOT, TRUNCATE = "INSERT", "UPDATE", "DELETE", "SNAPSHOT", "TRUNCATE"
 OPERATIONS = (INSERT, UPDATE, DELETE, SNAPSHOT, TRUNCATE)
@@ -216,4 +218,26 @@ def apply_frame(silver: DataFrame, columns: Sequence[str], keys: Sequence[str]) 
         F.col("change_id").alias(CHANGE_ID_COL),
         F.col("commit_time").alias(COMMIT_TIME_COL),
     )
-    return main.unionByName(old_key_delete)
+    # Same select list on both sides: positional union. (unionByName makes Spark Connect resolve
+    # both inputs when the plan is registered, before SDP has created the tables they read.)
+    return main.union(old_key_delete)
+
+
+def apply_frame_schema(columns: Sequence) -> StructType:
+    """The schema :func:`apply_frame` produces for ``columns`` (:class:`sqlcdc.values.ColumnSpec`).
+
+    Known without analysing a DataFrame, which SDP forbids inside a query function.
+    """
+    ddl = ", ".join(f"`{c.name}` {c.spark_type}" for c in columns)
+    data = DataType.fromDDL(ddl) if ddl else StructType([])
+    assert isinstance(data, StructType)
+    return StructType(
+        list(data.fields)
+        + [
+            StructField(OP_COL, StringType(), False),
+            StructField(SEQ_COL, lsn.SEQUENCE_TYPE, False),
+            StructField(PROVIDED_COL, ArrayType(StringType())),
+            StructField(CHANGE_ID_COL, StringType()),
+            StructField(COMMIT_TIME_COL, TimestampType()),
+        ]
+    )

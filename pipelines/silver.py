@@ -1,0 +1,5 @@
+"""Silver: declared from config (see sqlcdc.pipeline). Keep this file thin."""
+
+from sqlcdc import pipeline
+
+pipeline.declare_silver(pipeline.load())

@@ -1,0 +1,237 @@
+"""Declare the pipeline's tables from config. The files in ``pipelines/`` are three calls to this.
+
+Tables, per source ``S`` and onboarded table ``T`` (names overridable in config):
+
+====================  =================================  ==========================================
+table                 kind                               content
+====================  =================================  ==========================================
+``bronze_S``          streaming table                    raw envelopes as received + file, ingest time
+``silver_T``          streaming table (or materialized   canonical changes (:mod:`sqlcdc.model`)
+                      view for decoders that need state)
+``quarantine_S``      streaming table (or m. view)       records that could not become changes, with
+                                                         the reason and lineage to bronze
+``gold_T_scd1``       materialized view locally,         current state (SCD type 1)
+                      AUTO CDC target on Databricks
+``gold_T_scd2``       same                               history with ``__START_AT``/``__END_AT``
+====================  =================================  ==========================================
+
+The config file's path reaches the definition files as the Spark conf ``sqlcdc.config`` (set
+by ``sqlcdc run`` locally, by the bundle's pipeline ``configuration`` on Databricks).
+
+Example (``pipelines/silver.py``)::
+
+    from sqlcdc import pipeline
+    pipeline.declare_silver(pipeline.load())
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pyspark import pipelines as dp
+from pyspark.sql import DataFrame, SparkSession
+
+from sqlcdc import apply_changes, formats, model, runtime
+from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
+from sqlcdc.values import ColumnSpec
+
+CONFIG_CONF = "sqlcdc.config"
+
+
+def spark() -> SparkSession:
+    return SparkSession.active()
+
+
+def load(path: str | None = None) -> PipelineConfig:
+    """The pipeline config named by the Spark conf ``sqlcdc.config`` (or ``path``)."""
+    path = path or spark().conf.get(CONFIG_CONF, None)
+    if not path:
+        raise RuntimeError(
+            f"Spark conf {CONFIG_CONF!r} is not set: run the pipeline with `sqlcdc run --config PATH`, "
+            "or set it in the pipeline's configuration (databricks.yml)"
+        )
+    return _load_cached(path)
+
+
+@lru_cache(maxsize=None)
+def _load_cached(path: str) -> PipelineConfig:
+    return load_pipeline(path)
+
+
+_columns: dict[tuple[str, str], tuple[ColumnSpec, ...]] = {}
+
+
+def columns(table: TableConfig) -> tuple[ColumnSpec, ...]:
+    """The typed columns of ``table``, as its producer's decoder sees them (looked up once)."""
+    key = (table.source.name, table.name)
+    if key not in _columns:
+        _columns[key] = tuple(formats.get(table.source.format).columns_for(table, table.source, spark()))
+    return _columns[key]
+
+
+def gold_spec(table: TableConfig, scd_type: int) -> apply_changes.ApplyChangesSpec:
+    """The apply-changes options for one gold table of ``table`` (AUTO CDC semantics)."""
+    return apply_changes.ApplyChangesSpec(
+        keys=list(table.keys),
+        sequence_by=table.sequence_by or model.SEQ_COL,
+        apply_as_deletes=f"{model.OP_COL} = 'DELETE'",
+        apply_as_truncates=f"{model.OP_COL} = 'TRUNCATE'",
+        column_list=list(table.column_list) if table.column_list else None,
+        except_column_list=list(table.except_column_list) if table.except_column_list else None,
+        stored_as_scd_type=scd_type,
+        track_history_column_list=list(table.track_history_column_list) if table.track_history_column_list else None,
+        track_history_except_column_list=(
+            list(table.track_history_except_column_list) if table.track_history_except_column_list else None
+        ),
+        ignore_null_updates=table.ignore_null_updates,
+        provided_column=model.PROVIDED_COL,
+        table=table.name,
+    )
+
+
+def changes_frame(table: TableConfig, silver: DataFrame) -> DataFrame:
+    """Silver -> the flat frame gold applies (see :func:`sqlcdc.model.apply_frame`)."""
+    return model.apply_frame(silver, [c.name for c in columns(table)], list(table.keys))
+
+
+# --- declarations ------------------------------------------------------------------------------
+
+
+def declare_bronze(cfg: PipelineConfig) -> None:
+    """One streaming bronze table per source: envelopes as received, with ingest metadata."""
+    for source in cfg.sources.values():
+        _bronze(source)
+
+
+def _bronze(source: SourceConfig) -> None:
+    decoder = formats.get(source.format)
+
+    @dp.table(name=source.bronze_table, comment=f"Raw {source.format} envelopes from source {source.name}, as received.")
+    def bronze() -> DataFrame:
+        return decoder.read_bronze(spark(), source)
+
+
+def declare_silver(cfg: PipelineConfig) -> None:
+    """Per table, silver changes; per source, one quarantine table for what could not be decoded."""
+    for source in cfg.sources.values():
+        tables = cfg.tables_of(source.name)
+        if formats.get(source.format).STREAMING:
+            _streaming_silver(source, tables)
+        else:
+            _batch_silver(source, tables)
+
+
+def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
+    decoder = formats.get(source.format)
+    dp.create_streaming_table(
+        source.quarantine_table, comment=f"Records of source {source.name} that did not become changes, with the reason."
+    )
+
+    def bronze() -> DataFrame:
+        return spark().readStream.table(source.bronze_table)
+
+    for table in tables:
+        _streaming_table_flows(decoder, source, table, bronze)
+
+    @dp.append_flow(target=source.quarantine_table, name=f"unrouted_{source.name}")
+    def unrouted() -> DataFrame:
+        return decoder.unrouted(bronze(), source, tables)
+
+
+def _streaming_table_flows(decoder, source: SourceConfig, table: TableConfig, bronze) -> None:
+    cols = list(columns(table))
+
+    @dp.table(
+        name=table.silver_table,
+        comment=table.comment or f"Changes of {table.qualified} ({source.format}), canonical model.",
+        table_properties=table.table_properties or None,
+        partition_cols=list(table.partition_cols) if table.partition_cols else None,
+        cluster_by=list(table.cluster_by) if table.cluster_by else None,
+    )
+    def silver() -> DataFrame:
+        return decoder.decode(bronze(), table, cols).changes
+
+    @dp.append_flow(target=source.quarantine_table, name=f"quarantine_{table.name}")
+    def quarantine() -> DataFrame:
+        return decoder.decode(bronze(), table, cols).quarantine
+
+
+def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
+    """Decoders that pair or reassemble records recompute silver from all of bronze each run."""
+    decoder = formats.get(source.format)
+
+    def bronze() -> DataFrame:
+        return spark().read.table(source.bronze_table)
+
+    for table in tables:
+        _batch_table(decoder, table, bronze)
+
+    @dp.materialized_view(
+        name=source.quarantine_table, comment=f"Records of source {source.name} that did not become changes, with the reason."
+    )
+    def quarantine() -> DataFrame:
+        out = decoder.unrouted(bronze(), source, tables)
+        for table in tables:
+            out = out.union(decoder.decode(bronze(), table, list(columns(table))).quarantine)  # same columns (model.quarantine_row)
+        return out
+
+
+def _batch_table(decoder, table: TableConfig, bronze) -> None:
+    cols = list(columns(table))
+
+    @dp.materialized_view(
+        name=table.silver_table,
+        comment=table.comment or f"Changes of {table.qualified} ({table.source.format}), canonical model.",
+        table_properties=table.table_properties or None,
+    )
+    def silver() -> DataFrame:
+        return decoder.decode(bronze(), table, cols).changes
+
+
+def declare_gold(cfg: PipelineConfig) -> None:
+    """Per table and SCD type, a gold table applied in source commit order.
+
+    On Databricks this is ``dp.create_auto_cdc_flow``; locally (OSS Spark has no AUTO CDC for
+    Delta targets, nor SCD2) it is sqlcdc's own engine, recomputed from silver.
+    """
+    for table in cfg.tables:
+        for scd_type in table.scd_types:
+            if runtime.is_databricks():
+                _auto_cdc(table, scd_type)
+            else:
+                _local_gold(table, scd_type)
+
+
+def _target(table: TableConfig, scd_type: int) -> str:
+    return table.scd1_table if scd_type == 1 else table.scd2_table
+
+
+def _local_gold(table: TableConfig, scd_type: int) -> None:
+    spec = gold_spec(table, scd_type)
+    apply = apply_changes.scd1 if scd_type == 1 else apply_changes.scd2
+    schema = model.apply_frame_schema(columns(table))  # here: analysis is not allowed in gold()
+    spec.validate(schema)
+
+    @dp.materialized_view(
+        name=_target(table, scd_type),
+        comment=f"{table.qualified}: SCD type {scd_type}, applied in source commit order.",
+    )
+    def gold() -> DataFrame:
+        return apply(changes_frame(table, spark().read.table(table.silver_table)), spec, schema=schema)
+
+
+def _auto_cdc(table: TableConfig, scd_type: int) -> None:  # pragma: no cover - Databricks only
+    source_view = f"changes_{table.name}"
+    if not _declared_views.get(source_view):
+
+        @dp.temporary_view(name=source_view)
+        def changes() -> DataFrame:
+            return changes_frame(table, spark().readStream.table(table.silver_table))
+
+        _declared_views[source_view] = True
+    target = _target(table, scd_type)
+    dp.create_streaming_table(target, comment=f"{table.qualified}: SCD type {scd_type} (AUTO CDC).")
+    dp.create_auto_cdc_flow(**gold_spec(table, scd_type).to_auto_cdc_kwargs(target=target, source=source_view))
+
+
+_declared_views: dict[str, bool] = {}

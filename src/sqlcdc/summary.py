@@ -1,0 +1,116 @@
+"""Rows per table after a run, and the conservation check: every landed record is accounted for.
+
+For each source: ``landed`` (bronze records) must equal the records found in silver plus those in
+quarantine plus those skipped by definition (Debezium tombstones). Records are matched by bronze
+record id, so a decoder that makes one change out of several records (CT update pairs, CES
+segments) still balances.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sqlcdc import formats
+from sqlcdc.config import PipelineConfig
+
+
+@dataclass
+class Balance:
+    source: str
+    landed: int
+    in_silver: int
+    quarantined: int
+    skipped: int
+
+    @property
+    def ok(self) -> bool:
+        return self.landed == self.in_silver + self.quarantined + self.skipped
+
+
+def table_path(warehouse: Path, table: str) -> Path:
+    """Where the local runtime keeps table ``table`` (Hive warehouse layout, default database)."""
+    return warehouse / "tables" / table
+
+
+def _read(spark: SparkSession, warehouse: Path, table: str) -> DataFrame | None:
+    path = table_path(warehouse, table)
+    if not (path / "_delta_log").is_dir():
+        return None
+    return spark.read.format("delta").load(str(path))
+
+
+def counts(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[tuple[str, str, int | None]]:
+    """``(layer, table, rows)`` for every table of the pipeline (rows None if the table is missing)."""
+    out: list[tuple[str, str, int | None]] = []
+
+    def add(layer: str, name: str) -> None:
+        df = _read(spark, warehouse, name)
+        out.append((layer, name, None if df is None else df.count()))
+
+    for s in cfg.sources.values():
+        add("bronze", s.bronze_table)
+    for t in cfg.tables:
+        add("silver", t.silver_table)
+    for s in cfg.sources.values():
+        add("quarantine", s.quarantine_table)
+    for t in cfg.tables:
+        for scd in t.scd_types:
+            add("gold", t.scd1_table if scd == 1 else t.scd2_table)
+    return out
+
+
+def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[Balance]:
+    result = []
+    for s in cfg.sources.values():
+        bronze = _read(spark, warehouse, s.bronze_table)
+        if bronze is None:
+            continue
+        decoder = formats.get(s.format)
+        ids = bronze.select("record_id").distinct()
+        skipped = bronze.where(decoder.is_skipped(bronze)).select("record_id").distinct() if hasattr(decoder, "is_skipped") else None
+        silver_ids = None
+        for t in cfg.tables_of(s.name):
+            df = _read(spark, warehouse, t.silver_table)
+            if df is not None:
+                part = df.select(F.explode(F.split(F.col("bronze_record_id"), ",")).alias("record_id"))
+                silver_ids = part if silver_ids is None else silver_ids.unionByName(part)
+        q = _read(spark, warehouse, s.quarantine_table)
+        q_ids = q.select(F.explode(F.split(F.col("bronze_record_id"), ",")).alias("record_id")) if q is not None else None
+
+        def n_in(other: DataFrame | None) -> int:
+            return 0 if other is None else ids.join(other.distinct(), "record_id", "left_semi").count()
+
+        result.append(Balance(s.name, ids.count(), n_in(silver_ids), n_in(q_ids), n_in(skipped)))
+    return result
+
+
+def print_summary(cfg: PipelineConfig, warehouse: Path) -> bool:
+    """Print rows per table and the per-source balance; False when a balance does not hold."""
+    import os
+
+    from sqlcdc.runtime import local_spark
+
+    # Same quiet log settings as the run (the JVM reads SPARK_CONF_DIR when it starts).
+    os.environ.setdefault("SPARK_CONF_DIR", str(warehouse / "_sqlcdc" / "conf"))
+    spark = local_spark(app_name="sqlcdc-summary")
+    try:
+        rows = counts(spark, cfg, warehouse)
+        width = max(len(name) for _, name, _ in rows)
+        print(f"\n{'layer':<11}{'table':<{width + 2}}{'rows':>8}")
+        for layer, name, n in rows:
+            print(f"{layer:<11}{name:<{width + 2}}{'-' if n is None else n:>8}")
+        ok = True
+        for b in balances(spark, cfg, warehouse):
+            status = "ok" if b.ok else "MISMATCH"
+            ok &= b.ok
+            print(
+                f"\nsource {b.source}: landed {b.landed} = silver {b.in_silver} + quarantine {b.quarantined}"
+                f" + skipped {b.skipped} ({status})"
+            )
+        return ok
+    finally:
+        spark.stop()
