@@ -1,0 +1,740 @@
+"""SQL Server 2025 Change Event Streaming (CES): CloudEvents in JSON or Avro -> canonical changes.
+
+What CES sends (Microsoft, "JSON message format - change event streaming")::
+
+    {"specversion": "1.0", "type": "com.microsoft.SQL.CES.DML.V1", "source": "/",
+     "id": "d43f09a6-...", "logicalid": "9c8d4ad2-...:0000002C00000300017C:00000000000000000001",
+     "time": "2025-03-14T16:45:20.650Z", "datacontenttype": "application/json",
+     "operation": "INS", "segmentindex": 0, "finalsegment": true,
+     "data": "{\\"eventsource\\": {\\"db\\": \\"db1\\", \\"schema\\": \\"dbo\\", \\"tbl\\": \\"Purchases\\",
+               \\"cols\\": [{\\"name\\": \\"purchase_id\\", \\"type\\": \\"int\\", \\"index\\": 0}, ...],
+               \\"pkkey\\": [{\\"columnname\\": \\"purchase_id\\", \\"value\\": \\"105\\"}]},
+              \\"eventrow\\": {\\"old\\": \\"{}\\", \\"current\\": \\"{\\\\\\"purchase_id\\\\\\": \\\\\\"105\\\\\\", ...}\\"}}"}
+
+``data`` is a JSON string; inside it ``eventrow.old``/``current`` are JSON strings again whose
+values are all strings, typed here from ``eventsource.cols[].type`` (SQL Server type names, see
+:func:`spec_for_sql_type`). ``old`` = ``"{}"`` on an update means *before image unknown*: ``before``
+is NULL, not a row of NULLs.
+
+Bronze (:func:`read_bronze`)
+    JSON files, one event per line (``*.json``/``*.jsonl``/``*.ndjson``), and Avro container files
+    (``*.avro``, record ``ChangeEvent``; read with spark-avro). An Avro record is rendered as
+    JSON text (``data`` bytes as a UTF-8 string), so bronze ``value`` is uniform: the envelope text.
+
+Validation
+    ``schemas/ces-cloudevent.schema.json`` (envelope) and ``schemas/ces-data.schema.json`` (``data``)
+    compiled into Spark predicates (:mod:`sqlcdc.formats._schema_check`); jsonschema writes the
+    quarantine message for the failing rows only.
+
+Ordering
+    ``sequence = (commit LSN, 20 zeros, sequence number)``: from ``data.eventsource.transaction``
+    (``commitlsn``, ``sequencenumber``) when present, else parsed from ``logicalid``
+    ``<guid>:<20-hex commit LSN>:<20-digit sequence>``. CES gives no change LSN, so ``change_lsn`` is
+    :data:`sqlcdc.lsn.BEFORE_ALL`. ``commit_time`` from ``time`` (else ``transaction.committime``).
+    CES carries no transaction id: ``transaction_id`` is the commit LSN, which identifies the
+    transaction. ``change_id`` is ``logicalid``: shared by the segments of a split event and by
+    redeliveries of one event, distinct for distinct changes.
+
+Split events
+    A large event is split into segments sharing ``logicalid``, with ``segmentindex`` +
+    ``finalsegment`` (or, as in the doc's own examples, ``splitindex`` + ``splittotalcnt``; a total of
+    0 or 1 = not split). Segments are grouped by ``logicalid``, de-duplicated by index, and their
+    ``data`` pieces joined in index order once the group is complete (final segment seen and every
+    index from ``segment_index_base`` to it present). Source options:
+
+    ``split_timeout`` (default ``"1 hour"``; seconds or ``"<n> seconds|minutes|hours|days"``)
+        a group still incomplete this long after its first segment landed (bronze ``ingest_time``)
+        is quarantined, one quarantine row per landed segment, by :func:`unrouted`.
+    ``segment_index_base`` (default 0)
+        the index of the first segment.
+
+    Because reassembly needs rows from several runs, ``STREAMING = False``: silver *and* this
+    source's quarantine are recomputed from all of bronze on every run (materialized views). A group
+    that completes after it had timed out therefore moves from quarantine to silver: never lost,
+    never decoded twice.
+
+Conservation (every bronze record is accounted for; :func:`disposition` lists each one)
+    ``invalid_envelope`` and ``timed_out`` records are one quarantine row each; an ``event`` (an
+    unsplit event) is one silver or quarantine row; the records of a complete split group
+    (``segment``, plus ``duplicate_segment`` redeliveries) are together one silver or quarantine row,
+    whose lineage (``bronze_record_id``/``bronze_file``) is the group's final segment; ``pending``
+    records belong to a group still within its timeout and are in neither yet. So
+    ``silver + quarantine = invalid_envelope + timed_out + event + distinct complete groups``.
+    Redeliveries of an unsplit event are each a silver row, sharing ``change_id`` (gold collapses
+    them).
+
+Example::
+
+    from sqlcdc.formats import ces
+    bronze = ces.read_bronze(spark, source, streaming=False)
+    cols = ces.columns_for(table, source, spark)          # from config, else from the events
+    d = ces.decode(bronze, table, cols)                   # d.changes, d.quarantine
+    q = ces.unrouted(bronze, source, [table])             # bad envelopes, timeouts, other tables
+    ces.unknown_types(cols)                               # [('shape', 'geography')] -> DQ metrics
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, StructField, StructType
+
+from sqlcdc import lsn, model
+from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.formats import Decoded
+from sqlcdc.formats import _schema_check as sc
+from sqlcdc.formats.base import bronze_columns, read_text_lines
+from sqlcdc.values import ColumnSpec, typed_struct, typed_value, value_error
+
+NAME = "ces"
+STREAMING = False
+
+ENVELOPE_SCHEMA = "ces-cloudevent.schema.json"
+DATA_SCHEMA = "ces-data.schema.json"
+
+DEFAULT_SPLIT_TIMEOUT = "1 hour"
+DEFAULT_JSON_GLOB = "*.{json,jsonl,ndjson}"
+DEFAULT_AVRO_GLOB = "*.avro"
+
+OPERATIONS = {"INS": model.INSERT, "UPD": model.UPDATE, "DEL": model.DELETE}
+
+#: The Avro record ``ChangeEvent`` of the CES doc, as a Spark schema (field order kept).
+AVRO_SCHEMA = StructType(
+    [
+        StructField("specversion", StringType()),
+        StructField("type", StringType()),
+        StructField("source", StringType()),
+        StructField("id", StringType()),
+        StructField("logicalid", StringType()),
+        StructField("time", StringType()),
+        StructField("datacontenttype", StringType()),
+        StructField("operation", StringType()),
+        StructField("segmentindex", IntegerType()),
+        StructField("finalsegment", BooleanType()),
+        StructField("data", BinaryType()),
+    ]
+)
+
+# ----------------------------------------------------------------------------- SQL Server types
+
+_TYPE_RE = re.compile(r"^\s*([a-z][a-z0-9_ ]*?)\s*(?:\(\s*([^)]*?)\s*\))?\s*$")
+_SIMPLE: dict[str, tuple[str, str]] = {
+    "int": ("int", "text"),
+    "bigint": ("bigint", "text"),
+    "smallint": ("smallint", "text"),
+    "tinyint": ("smallint", "text"),  # 0..255 does not fit Spark's signed tinyint
+    "bit": ("boolean", "text"),
+    "money": ("decimal(19,4)", "text"),
+    "smallmoney": ("decimal(10,4)", "text"),
+    "real": ("float", "text"),
+    "date": ("date", "text"),
+    "time": ("string", "text"),  # Delta has no TIME type: kept as SQL Server's text
+    "datetime": ("timestamp_ntz", "text"),
+    "datetime2": ("timestamp_ntz", "text"),
+    "smalldatetime": ("timestamp_ntz", "text"),
+    "datetimeoffset": ("timestamp", "text"),
+    "char": ("string", "text"),
+    "varchar": ("string", "text"),
+    "nchar": ("string", "text"),
+    "nvarchar": ("string", "text"),
+    "text": ("string", "text"),
+    "ntext": ("string", "text"),
+    "uniqueidentifier": ("string", "text"),
+    "xml": ("string", "text"),
+    "binary": ("binary", "hex"),
+    "varbinary": ("binary", "hex"),
+    "image": ("binary", "hex"),
+    "rowversion": ("binary", "hex"),
+    "timestamp": ("binary", "hex"),  # SQL Server's `timestamp` is rowversion, not a date
+    "sysname": ("string", "text"),
+}
+_LOB_TYPES = {"text", "ntext", "image", "xml"}
+
+
+def _known(sql_type: str) -> bool:
+    m = _TYPE_RE.match(sql_type.lower())
+    return bool(m) and (m.group(1) in _SIMPLE or m.group(1) in ("decimal", "numeric", "float"))
+
+
+def spec_for_sql_type(name: str, sql_type: str, *, ordinal: int | None = None, lob: bool | None = None) -> ColumnSpec:
+    """The :class:`ColumnSpec` for a column of SQL Server type ``sql_type`` (as CES names it).
+
+    Unknown types (``geography``, ``hierarchyid``, ``sql_variant`` ...) stay strings; see
+    :func:`unknown_types`. Binary values are read as hex text (``0x`` optional).
+
+    >>> spec_for_sql_type("price", "decimal(10,2)").spark_type
+    'decimal(10,2)'
+    >>> spec_for_sql_type("body", "nvarchar(max)").lob
+    True
+    """
+    m = _TYPE_RE.match(sql_type.lower())
+    base, args = (m.group(1).strip(), (m.group(2) or "").replace(" ", "")) if m else ("", "")
+    is_lob = args == "max" or base in _LOB_TYPES
+    if base in ("decimal", "numeric"):
+        parts = [p for p in args.split(",") if p] if args else []
+        p = int(parts[0]) if parts and parts[0].isdigit() else 18
+        s = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        spark_type, enc = f"decimal({min(p, 38)},{min(s, min(p, 38))})", "text"
+    elif base == "float":
+        spark_type = "float" if args.isdigit() and int(args) <= 24 else "double"
+        enc = "text"
+    elif base in _SIMPLE:
+        spark_type, enc = _SIMPLE[base]
+    else:
+        spark_type, enc = "string", "text"
+    return ColumnSpec(
+        name=name,
+        spark_type=spark_type,
+        encoding=enc,
+        lob=is_lob if lob is None else bool(lob),
+        ordinal=ordinal,
+        source_type=sql_type,
+    )
+
+
+def unknown_types(columns: Iterable[ColumnSpec]) -> list[tuple[str, str]]:
+    """``(column, source type)`` of columns whose SQL Server type sqlcdc does not know: they are
+    kept as strings, and this is what DQ metrics report.
+
+    >>> unknown_types([spec_for_sql_type("shape", "geography"), spec_for_sql_type("id", "int")])
+    [('shape', 'geography')]
+    """
+    return [(c.name, c.source_type) for c in columns if c.source_type and not _known(c.source_type)]
+
+
+# ----------------------------------------------------------------------------- options
+
+
+def split_timeout_seconds(source: SourceConfig) -> int:
+    """The ``split_timeout`` source option in seconds; a clear error naming the file if malformed.
+
+    >>> split_timeout_seconds(SourceConfig("s", "ces", None, {"split_timeout": "15 minutes"}))
+    900
+    """
+    raw = source.options.get("split_timeout", DEFAULT_SPLIT_TIMEOUT)
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw >= 0:
+        return int(raw)
+    m = re.match(r"^\s*(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*$", str(raw), re.I)
+    if not m:
+        raise ValueError(
+            f"{source.file or 'pipeline config'}: sources.{source.name}.options.split_timeout: "
+            f"{raw!r} is not a duration (e.g. 3600, '15 minutes', '2 hours')"
+        )
+    unit = m.group(2).lower()[0]
+    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+
+
+def _segment_base(source: SourceConfig) -> int:
+    base = source.options.get("segment_index_base", 0)
+    if base not in (0, 1):
+        raise ValueError(
+            f"{source.file or 'pipeline config'}: sources.{source.name}.options.segment_index_base: "
+            f"{base!r} must be 0 or 1"
+        )
+    return int(base)
+
+
+# ----------------------------------------------------------------------------- bronze
+
+
+def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = True) -> DataFrame:
+    """Bronze rows (``record_id, value, source_file, ingest_time``) from the landing folder.
+
+    Options: ``serialization`` = ``auto`` (default: JSON lines and Avro files side by side) |
+    ``json`` | ``avro``; ``json_glob`` / ``avro_glob`` select the files. Blank lines are not events.
+    """
+    if not source.landing:
+        raise ValueError(f"{source.file or 'pipeline config'}: sources.{source.name}: `landing` is required for ces")
+    ser = str(source.options.get("serialization", "auto")).lower()
+    if ser not in ("auto", "json", "avro"):
+        raise ValueError(
+            f"{source.file or 'pipeline config'}: sources.{source.name}.options.serialization: "
+            f"{ser!r} is not one of auto, json, avro"
+        )
+    parts = []
+    if ser in ("auto", "json"):
+        lines = read_text_lines(
+            spark, source.landing, streaming=streaming, glob=source.options.get("json_glob", DEFAULT_JSON_GLOB)
+        )
+        parts.append(lines.where(F.trim(F.col("value")) != ""))
+    if ser in ("auto", "avro"):
+        parts.append(read_avro(spark, source.landing, streaming=streaming,
+                               glob=source.options.get("avro_glob", DEFAULT_AVRO_GLOB)))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
+
+
+def read_avro(spark: SparkSession, landing: str, *, streaming: bool = True, glob: str = DEFAULT_AVRO_GLOB) -> DataFrame:
+    """Avro container files of ``ChangeEvent`` records as bronze rows, each rendered as JSON text.
+
+    ``data`` (Avro ``bytes``) becomes a UTF-8 string, so the text equals the JSON serialization.
+    """
+    reader = (spark.readStream if streaming else spark.read).format("avro").schema(AVRO_SCHEMA)
+    raw = reader.option("pathGlobFilter", glob).load(landing)
+    fields = [F.col(f.name) for f in AVRO_SCHEMA.fields if f.name != "data"]
+    value = F.to_json(F.struct(*fields, F.col("data").cast("string").alias("data")))
+    return bronze_columns(raw.select(value.alias("value"), F.col("_metadata.file_path").alias("source_file")))
+
+
+# ----------------------------------------------------------------------------- envelopes & reassembly
+
+_BRONZE = ("record_id", "value", "source_file", "ingest_time")
+
+
+def _get(doc: Column, path: str, type_: str = "string") -> Column:
+    return F.try_variant_get(doc, path, type_)
+
+
+def envelopes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
+    """Bronze + the parsed envelope: ``_violations`` (envelope schema) and the attributes."""
+    base = _segment_base(source)
+    v = F.try_parse_json(F.col("value"))
+    with_doc = bronze.select(*_BRONZE, v.alias("_doc"))
+    d = F.col("_doc")
+    idx = F.coalesce(_get(d, "$.segmentindex", "int"), _get(d, "$.splitindex", "int"))
+    final = _get(d, "$.finalsegment", "boolean")
+    total = _get(d, "$.splittotalcnt", "int")
+    single = F.when(final.isNotNull(), final & (idx == base)).otherwise(F.coalesce(total <= 1, F.lit(False)))
+    return with_doc.select(
+        *_BRONZE,
+        sc.violations(sc.load(ENVELOPE_SCHEMA), d).alias("_violations"),
+        _get(d, "$.specversion").alias("specversion"),
+        _get(d, "$.type").alias("type"),
+        _get(d, "$.source").alias("source"),
+        _get(d, "$.id").alias("id"),
+        _get(d, "$.logicalid").alias("logicalid"),
+        _get(d, "$.time").alias("time"),
+        _get(d, "$.datacontenttype").alias("datacontenttype"),
+        _get(d, "$.operation").alias("operation"),
+        idx.alias("seg_index"),
+        final.alias("seg_final"),
+        total.alias("seg_total"),
+        single.alias("single"),
+        _get(d, "$.data").alias("data"),
+    )
+
+
+_ENV_ATTRS = ("specversion", "type", "source", "id", "logicalid", "time", "datacontenttype", "operation")
+
+
+def _groups(env: DataFrame, source: SourceConfig) -> DataFrame:
+    """One row per ``logicalid`` of split segments: reassembly state and, if complete, the event."""
+    base = _segment_base(source)
+    timeout = split_timeout_seconds(source)
+    seg = env.where((F.size("_violations") == 0) & ~F.col("single"))
+    item = F.struct(
+        F.col("seg_index").alias("idx"),
+        F.col("ingest_time"),
+        F.col("record_id"),
+        F.col("source_file"),
+        F.col("seg_final").alias("final"),
+        F.col("seg_total").alias("total"),
+        *[F.col(a) for a in _ENV_ATTRS if a != "logicalid"],
+        F.col("data"),
+        F.col("value"),
+    )
+    g = seg.groupBy("logicalid").agg(F.collect_list(item).alias("all_segs"), F.min("ingest_time").alias("first_seen"))
+    segs = F.array_sort(F.col("all_segs"))  # by idx, then ingest_time, record_id: first copy wins
+    g = g.select("logicalid", "all_segs", "first_seen", segs.alias("sorted"))
+    s = F.col("sorted")
+    g = g.select("*", _dedup(s).alias("segs"))
+    segs_c = F.col("segs")
+    n = F.size(segs_c)
+    final_idx = F.array_min(F.transform(F.filter(segs_c, lambda x: F.coalesce(x["final"], F.lit(False))), lambda x: x["idx"]))
+    total = F.array_max(F.transform(segs_c, lambda x: x["total"]))
+    expected = F.coalesce(final_idx - F.lit(base) + 1, total)
+    first, last = segs_c[0], F.element_at(segs_c, -1)
+    complete = (
+        expected.isNotNull()
+        & (n == expected)
+        & (first["idx"] == base)
+        & (last["idx"] == F.lit(base) + expected - 1)
+    )
+    timed_out = ~complete & (
+        F.col("first_seen") < F.current_timestamp() - F.make_dt_interval(secs=F.lit(timeout))
+    )
+    data = F.array_join(F.transform(segs_c, lambda x: x["data"]), "")
+    return g.select(
+        "logicalid",
+        "all_segs",
+        "segs",
+        "first_seen",
+        n.alias("n_segments"),
+        expected.alias("expected_segments"),
+        F.transform(segs_c, lambda x: x["idx"]).alias("indexes"),
+        complete.alias("complete"),
+        timed_out.alias("timed_out"),
+        data.alias("data"),
+        first.alias("head"),
+        last.alias("tail"),
+    )
+
+
+def _group_events(groups: DataFrame) -> DataFrame:
+    """Complete groups as event rows shaped like single events (lineage: the final segment)."""
+    h, t = F.col("head"), F.col("tail")
+    raw = F.to_json(
+        F.struct(
+            *[(h[a] if a != "logicalid" else F.col("logicalid")).alias(a) for a in _ENV_ATTRS],
+            h["idx"].alias("segmentindex"),
+            F.lit(True).alias("finalsegment"),
+            F.col("data"),
+            F.transform(F.col("segs"), lambda x: x["record_id"]).alias("sqlcdc_segment_records"),
+        )
+    )
+    return groups.where("complete").select(
+        t["record_id"].alias("record_id"),
+        raw.alias("value"),
+        t["source_file"].alias("source_file"),
+        t["ingest_time"].alias("ingest_time"),
+        *[(h[a] if a != "logicalid" else F.col("logicalid")).alias(a) for a in _ENV_ATTRS],
+        F.col("data"),
+    )
+
+
+def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
+    """Every complete event (unsplit, or reassembled) with ``data`` parsed: the rows tables route on.
+
+    Columns: bronze columns (of the final segment for reassembled events), the envelope
+    attributes, ``data``, ``_data_violations`` and the parsed pieces of ``data``.
+    """
+    env = envelopes(bronze, source)
+    singles = env.where((F.size("_violations") == 0) & F.col("single")).select(
+        *_BRONZE, *_ENV_ATTRS, "data"
+    )
+    groups = _groups(env, source)
+    ev = singles.unionByName(_group_events(groups))
+    dv = F.try_parse_json(F.col("data"))
+    ev = ev.select("*", dv.alias("_data_doc"))
+    dd = F.col("_data_doc")
+    pk = F.transform(
+        _get(dd, "$.eventsource.pkkey", "array<variant>"),
+        lambda x: F.struct(_get(x, "$.columnname").alias("name"), _get(x, "$.value").alias("value")),
+    )
+    lid = F.col("logicalid")
+    lid_re = r"^[^:]*:([0-9A-Fa-f]{20}):([0-9]{1,20})$"
+    lid_lsn = F.nullif(F.regexp_extract(lid, lid_re, 1), F.lit(""))
+    lid_seq = F.nullif(F.regexp_extract(lid, lid_re, 2), F.lit("")).try_cast("decimal(20,0)").try_cast("bigint")
+    tx_lsn = _get(dd, "$.eventsource.transaction.commitlsn")
+    tx_seq = _get(dd, "$.eventsource.transaction.sequencenumber", "bigint")
+    commit_lsn = lsn.normalize_lsn(F.coalesce(tx_lsn, lid_lsn))
+    return ev.select(
+        *_BRONZE,
+        *_ENV_ATTRS,
+        "data",
+        sc.violations(sc.load(DATA_SCHEMA), dd).alias("_data_violations"),
+        _get(dd, "$.eventsource.db").alias("src_db"),
+        _get(dd, "$.eventsource.schema").alias("src_schema"),
+        _get(dd, "$.eventsource.tbl").alias("src_table"),
+        _get(dd, "$.eventsource.cols", "array<struct<name:string,type:string,index:int>>").alias("src_cols"),
+        pk.alias("pkkey"),
+        _get(dd, "$.eventrow.old").alias("old_text"),
+        _get(dd, "$.eventrow.current").alias("current_text"),
+        commit_lsn.alias("commit_lsn"),
+        F.coalesce(tx_seq, lid_seq).alias("seq_number"),
+        F.coalesce(F.col("time").try_cast("timestamp"),
+                   _get(dd, "$.eventsource.transaction.committime").try_cast("timestamp")).alias("commit_ts"),
+    )
+
+
+def _dedup(sorted_segs: Column) -> Column:
+    """Keep the first copy of each segment index (the array is sorted by index first)."""
+    return F.filter(
+        sorted_segs,
+        lambda x, i: F.coalesce(x["idx"] != F.get(sorted_segs, i - 1)["idx"], F.lit(True)),
+    )
+
+
+def _routes(table: TableConfig) -> Column:
+    """The event belongs to ``table``: schema and table name match (case-insensitively, as SQL
+    Server's default collation does); table option ``database`` also filters on ``eventsource.db``."""
+    cond = (F.lower(F.col("src_schema")) == table.schema.lower()) & (F.lower(F.col("src_table")) == table.table.lower())
+    db = table.options.get("database") or table.source.options.get("database")
+    if db:
+        cond = cond & (F.lower(F.col("src_db")) == str(db).lower())
+    return F.coalesce(cond, F.lit(False))
+
+
+# ----------------------------------------------------------------------------- columns & keys
+
+
+def _latest_event(bronze: DataFrame, table: TableConfig) -> Any:
+    ev = events(bronze, table.source).where(_routes(table) & (F.size("_data_violations") == 0))
+    rows = (
+        ev.where(F.col("src_cols").isNotNull())
+        .orderBy(F.col("commit_lsn").desc_nulls_last(), F.col("seq_number").desc_nulls_last())
+        .select("src_cols", "pkkey")
+        .limit(1)
+        .collect()
+    )
+    return rows[0] if rows else None
+
+
+def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[ColumnSpec]:
+    """The table's columns: from config ``columns:`` (SQL Server type names), else from the
+    ``eventsource.cols`` of the table's latest event in the landing folder.
+
+    Raises ``LookupError`` naming the table config when neither gives any column.
+    """
+    if table.columns:
+        return [
+            spec_for_sql_type(c["name"], c["type"], ordinal=i + 1, lob=c.get("lob"))
+            for i, c in enumerate(table.columns)
+        ]
+    if spark is None:
+        raise LookupError(f"{table.file}: table {table.qualified}: no `columns:` and no Spark session to discover them")
+    row = _latest_event(read_bronze(spark, source, streaming=False), table)
+    if row is None:
+        raise LookupError(
+            f"{table.file or 'table config'}: table {table.qualified}: no valid CES event for it under "
+            f"{source.landing} to take column types from; list them under `columns:` (SQL Server type names)"
+        )
+    cols = sorted(row["src_cols"], key=lambda c: (c["index"] if c["index"] is not None else 1 << 30))
+    return [spec_for_sql_type(c["name"], c["type"], ordinal=(c["index"] + 1 if c["index"] is not None else None)) for c in cols]
+
+
+def keys_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None,
+             bronze: DataFrame | None = None) -> list[str]:
+    """Key columns: config ``keys``, else the ``pkkey`` column names of the table's latest event."""
+    if table.keys:
+        return list(table.keys)
+    if bronze is None:
+        if spark is None:
+            raise LookupError(f"{table.file}: table {table.qualified}: no `keys:` and no Spark session to discover them")
+        bronze = read_bronze(spark, source, streaming=False)
+    row = _latest_event(bronze, table)
+    if row is None or not row["pkkey"]:
+        raise LookupError(
+            f"{table.file or 'table config'}: table {table.qualified}: no CES event with a pkkey to take the key "
+            "from; set `keys:`"
+        )
+    return [p["name"] for p in row["pkkey"]]
+
+
+# ----------------------------------------------------------------------------- decode
+
+
+def _pk_value(name: str) -> Column:
+    """The ``pkkey`` value (text) of key column ``name``; NULL when the event does not carry it."""
+    return F.get(F.filter(F.col("pkkey"), lambda p: p["name"] == F.lit(name)), 0)["value"]
+
+
+def _image_map(text: Column) -> Column:
+    """``eventrow.old``/``current`` text -> MAP<STRING,STRING> (NULL when not a JSON object)."""
+    return F.try_variant_get(F.try_parse_json(text), "$", "map<string,string>")
+
+
+def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
+    """Bronze of the table's source -> the table's canonical changes + quarantine rows.
+
+    Quarantine reasons: the ``data`` schema message (jsonschema), images that are not JSON objects,
+    an operation without the image it needs, values that do not read as their SQL Server type,
+    a missing key value, no commit LSN.
+    """
+    source = table.source
+    if not columns:
+        raise ValueError(f"{table.file or 'table config'}: table {table.qualified}: no columns to decode")
+    keys = keys_for(table, source, bronze=bronze)
+    by_name = {c.name: c for c in columns}
+    key_specs = [by_name.get(k, ColumnSpec(k, "string", source_type=None)) for k in keys]
+
+    ev = events(bronze, source).where(_routes(table))
+    old_map, cur_map = _image_map(F.col("old_text")), _image_map(F.col("current_text"))
+    ev = ev.select("*", old_map.alias("_old"), cur_map.alias("_cur"))
+    old, cur, op_raw = F.col("_old"), F.col("_cur"), F.col("operation")
+    op = F.when(op_raw == "INS", F.lit(model.INSERT)).when(op_raw == "UPD", F.lit(model.UPDATE)).when(
+        op_raw == "DEL", F.lit(model.DELETE))
+    has_old = old.isNotNull() & (F.size(old) > 0)
+    has_cur = cur.isNotNull() & (F.size(cur) > 0)
+
+    after_s, after_e = typed_struct(cur, columns)
+    before_s, before_e = typed_struct(old, columns)
+    key_raw = [_pk_value(k) for k in keys]
+    key_typed = [typed_value(r, s) for r, s in zip(key_raw, key_specs)]
+    # Materialize the typed images once: later expressions read fields of these columns instead
+    # of repeating the whole typing expression per column (that made planning take ~20 s).
+    ev = ev.select(
+        "*",
+        after_s.alias("_after"), after_e.alias("_after_err"),
+        before_s.alias("_before"), before_e.alias("_before_err"),
+        F.struct(*[t.alias(k) for t, k in zip(key_typed, keys)]).alias("_key"),
+        F.array(*[value_error(r, t, s) for r, t, s in zip(key_raw, key_typed, key_specs)]).alias("_key_err"),
+        F.array(*[F.when(r.isNull(), F.lit(f"pkkey: no value for key column {k}")) for r, k in zip(key_raw, keys)]).alias("_key_missing"),
+    )
+    after, before = F.col("_after"), F.col("_before")
+    after_err, before_err = F.col("_after_err"), F.col("_before_err")
+
+    problems = F.concat(
+        F.array(
+            F.when(old.isNull(), F.lit("data.eventrow.old is not a JSON object of column values")),
+            F.when(cur.isNull(), F.lit("data.eventrow.current is not a JSON object of column values")),
+            F.when((op_raw == "INS") & cur.isNotNull() & ~has_cur, F.lit("INS event with an empty eventrow.current")),
+            F.when((op_raw == "UPD") & cur.isNotNull() & ~has_cur, F.lit("UPD event with an empty eventrow.current")),
+            F.when((op_raw == "DEL") & old.isNotNull() & ~has_old, F.lit("DEL event with an empty eventrow.old")),
+            F.when(F.col("commit_lsn").isNull(), F.lit(
+                "no commit LSN: neither data.eventsource.transaction.commitlsn nor a logicalid "
+                "<guid>:<20-hex commit LSN>:<20-digit sequence>")),
+        ),
+        F.col("_key_missing"),
+        F.col("_key_err"),
+        F.when(has_cur, after_err).otherwise(F.array().cast("array<string>")),
+        F.when(has_old, before_err).otherwise(F.array().cast("array<string>")),
+    )
+    problems = F.filter(problems, lambda p: p.isNotNull())
+    ev = ev.select("*", problems.alias("_problems"))
+    schema_ok = F.size("_data_violations") == 0
+    good = ev.where(schema_ok & (F.size("_problems") == 0))
+
+    is_del = F.col("operation") == "DEL"
+    before_c = F.when(has_old, before)
+    after_c = F.when(~is_del & has_cur, after)
+    provided = F.when(~is_del, F.filter(F.array(*[F.lit(c.name) for c in columns]),
+                                        lambda n: F.array_contains(F.map_keys(cur), n)))
+    # INSERT: every provided column is new; UPDATE: derived when both images are known, else
+    # NULL (unknown: old = "{}"); DELETE: NULL.
+    changed = F.when(F.col("operation") == "INS", provided).when(
+        (F.col("operation") == "UPD") & has_old & has_cur,
+        F.filter(
+            F.array(*[
+                F.when(F.array_contains(F.map_keys(cur), c.name) & ~before[c.name].eqNullSafe(after[c.name]), F.lit(c.name))
+                for c in columns
+            ]),
+            lambda n: n.isNotNull(),
+        ),
+    )
+    changes = good.select(
+        *model.change_row(
+            change_id=F.col("logicalid"),
+            source_format=NAME,
+            table_name=table.name,
+            op=op,
+            key=F.col("_key"),
+            before=before_c,
+            after=after_c,
+            sequence=lsn.sequence(F.col("commit_lsn"), F.lit(lsn.BEFORE_ALL), F.col("seq_number")),
+            source_database=F.col("src_db"),
+            source_schema=F.col("src_schema"),
+            source_table=F.col("src_table"),
+            provided_columns=provided,
+            changed_columns=changed,
+            commit_time=F.col("commit_ts"),
+            transaction_id=F.col("commit_lsn"),
+        )
+    )
+    bad = ev.where(~schema_ok | (F.size("_problems") > 0))
+    schema_msg = sc.explain_udf(DATA_SCHEMA)(F.when(~schema_ok, F.col("data")))
+    reason = F.when(
+        ~schema_ok,
+        F.concat(F.lit("data: "), F.coalesce(schema_msg, F.array_join(F.col("_data_violations"), "; "))),
+    ).otherwise(F.array_join(F.col("_problems"), "; "))
+    rules = F.when(~schema_ok, F.transform(F.col("_data_violations"), lambda r: F.concat(F.lit("ces-data "), r))).otherwise(
+        F.array(F.lit("ces-decode"))
+    )
+    quarantine = bad.select(
+        *model.quarantine_row(
+            source_name=source.name,
+            source_format=NAME,
+            reason=F.format_string("event %s (%s.%s): %s", F.col("logicalid"), F.col("src_schema"), F.col("src_table"), reason),
+            table_name=table.name,
+            rules=rules,
+        )
+    )
+    return Decoded(changes=changes, quarantine=quarantine)
+
+
+# ----------------------------------------------------------------------------- unrouted & accounting
+
+
+def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
+    """Quarantine rows no table's :func:`decode` produces: envelopes that fail the CloudEvent
+    schema, segments of split groups past ``split_timeout``, and complete events of tables that
+    are not onboarded (or whose ``data`` names no table)."""
+    tables = list(tables)
+    env = envelopes(bronze, source)
+    invalid = env.where(F.size("_violations") > 0)
+    env_msg = sc.explain_udf(ENVELOPE_SCHEMA)(F.col("value"))
+    q_invalid = invalid.select(
+        *model.quarantine_row(
+            source_name=source.name,
+            source_format=NAME,
+            reason=F.concat(F.lit("envelope: "), F.coalesce(env_msg, F.array_join(F.col("_violations"), "; "))),
+            rules=F.transform(F.col("_violations"), lambda r: F.concat(F.lit("ces-cloudevent "), r)),
+        )
+    )
+
+    groups = _groups(env, source)
+    late = groups.where("timed_out").select(
+        "logicalid", "indexes", "expected_segments", "first_seen", F.explode("all_segs").alias("s")
+    )
+    timeout = split_timeout_seconds(source)
+    late_reason = F.format_string(
+        "split event %s incomplete after split_timeout (%d s): segments %s of %s landed since %s; "
+        "the final segment or a middle one never arrived",
+        F.col("logicalid"),
+        F.lit(timeout),
+        F.array_join(F.col("indexes").cast("array<string>"), ","),
+        F.coalesce(F.col("expected_segments").cast("string"), F.lit("unknown (final segment not seen)")),
+        F.col("first_seen").cast("string"),
+    )
+    q_late = late.select(
+        F.col("s.record_id").alias("record_id"),
+        F.col("s.value").alias("value"),
+        F.col("s.source_file").alias("source_file"),
+        F.col("s.ingest_time").alias("ingest_time"),
+        late_reason.alias("_reason"),
+    ).select(
+        *model.quarantine_row(source_name=source.name, source_format=NAME, reason=F.col("_reason"),
+                              rules=F.array(F.lit("ces-split-timeout")))
+    )
+
+    ev = events(bronze, source)
+    routed = F.lit(False)
+    for t in tables:
+        routed = routed | _routes(t)
+    stray = ev.where(~routed)
+    schema_ok = F.size("_data_violations") == 0
+    data_msg = sc.explain_udf(DATA_SCHEMA)(F.when(~schema_ok, F.col("data")))
+    stray_reason = F.when(
+        F.col("src_table").isNull(),
+        F.concat(F.lit("event "), F.col("logicalid"), F.lit(": data names no table: "),
+                 F.coalesce(data_msg, F.array_join(F.col("_data_violations"), "; "))),
+    ).otherwise(
+        F.format_string("event %s: table %s.%s.%s is not onboarded for source %s", F.col("logicalid"),
+                        F.coalesce(F.col("src_db"), F.lit("?")), F.col("src_schema"), F.col("src_table"),
+                        F.lit(source.name))
+    )
+    q_stray = stray.select(
+        *model.quarantine_row(source_name=source.name, source_format=NAME, reason=stray_reason,
+                              rules=F.array(F.lit("ces-unrouted")))
+    )
+    return q_invalid.unionByName(q_late).unionByName(q_stray)
+
+
+def disposition(bronze: DataFrame, source: SourceConfig) -> DataFrame:
+    """Where each bronze record went: ``record_id, logicalid, status`` with status one of
+    ``invalid_envelope``, ``event``, ``segment``, ``duplicate_segment``, ``pending``, ``timed_out``
+    (see the module docstring for the conservation identity)."""
+    env = envelopes(bronze, source)
+    plain = env.where((F.size("_violations") > 0) | F.col("single")).select(
+        "record_id", "logicalid",
+        F.when(F.size("_violations") > 0, F.lit("invalid_envelope")).otherwise(F.lit("event")).alias("status"),
+    )
+    groups = _groups(env, source)
+    kept = F.transform(F.col("segs"), lambda x: x["record_id"])
+    seg = groups.select(
+        "logicalid", "complete", "timed_out", kept.alias("kept"), F.explode("all_segs").alias("s")
+    ).select(
+        F.col("s.record_id").alias("record_id"),
+        "logicalid",
+        F.when(F.col("complete") & F.array_contains("kept", F.col("s.record_id")), F.lit("segment"))
+        .when(F.col("complete"), F.lit("duplicate_segment"))
+        .when(F.col("timed_out"), F.lit("timed_out"))
+        .otherwise(F.lit("pending"))
+        .alias("status"),
+    )
+    return plain.unionByName(seg)
