@@ -1,0 +1,58 @@
+"""``sqlcdc export dlt-meta``: write the config as dlt-meta onboarding files (see :mod:`sqlcdc.dlt_meta`).
+
+Example::
+
+    sqlcdc export dlt-meta --config config/pipeline.yml --out build/dlt-meta \\
+        --env prod --catalog main --bronze-database sqlcdc_bronze --silver-database sqlcdc \\
+        --conf-path /Volumes/main/sqlcdc/conf/dlt-meta
+
+then onboard with dlt-meta (``databricks labs sdp-meta onboard``) pointing at
+``build/dlt-meta/onboarding.json`` once the folder is uploaded to ``--conf-path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sqlcdc.config import ConfigError, load_pipeline
+
+NAME = "export"
+HELP = "Export the config for another tool: `export dlt-meta` writes dlt-meta onboarding JSON."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", choices=["dlt-meta"], help="what to export for")
+    parser.add_argument("--config", default="config/pipeline.yml", help="pipeline config (default: %(default)s)")
+    parser.add_argument("--out", required=True, help="folder to write onboarding.json and friends into")
+    parser.add_argument("--env", default="dev", help="dlt-meta environment suffix of the *_<env> fields (default: %(default)s)")
+    parser.add_argument("--catalog", help="Unity Catalog catalog for bronze and silver (default: none)")
+    parser.add_argument("--bronze-database", default="bronze", help="schema of the bronze tables (default: %(default)s)")
+    parser.add_argument("--silver-database", default="silver", help="schema of the silver tables (default: %(default)s)")
+    parser.add_argument(
+        "--conf-path",
+        help="where the written files will be when dlt-meta reads them (default: the --out folder, absolute)",
+    )
+    parser.add_argument("--table-root", help="non-Unity-Catalog table paths: <root>/<database>/<table>")
+
+
+def main(args: argparse.Namespace) -> int:
+    from sqlcdc.dlt_meta import export
+
+    try:
+        cfg = load_pipeline(args.config)
+    except ConfigError as e:
+        for p in e.problems:
+            print(p, file=sys.stderr)
+        print(f"{len(e.problems)} problem(s); nothing was written (run `sqlcdc validate`)", file=sys.stderr)
+        return 1
+    kwargs = {"env": args.env, "bronze_database": args.bronze_database, "silver_database": args.silver_database,
+              "catalog": args.catalog, "table_root": args.table_root}
+    if args.conf_path:
+        kwargs["conf_path"] = args.conf_path.rstrip("/")
+    written, warnings = export(cfg, args.out, **kwargs)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    for p in written:
+        print(p)
+    return 0
