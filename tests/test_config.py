@@ -337,3 +337,13 @@ def test_init_asks_on_a_terminal(tmp_path):
     assert b"source (inventory) [inventory]: " in screen and b"keys (comma-separated): " in screen
     (t,) = load_pipeline(path).tables
     assert (t.name, t.source.name, t.keys, t.scd_types) == ("payments", "inventory", ("payment_id",), (1, 2))
+
+
+def test_docs_document_every_field_with_the_schemas_words():
+    from sqlcdc.config import reference_markdown
+
+    docs = (ROOT / "docs" / "config.md").read_text()
+    assert reference_markdown() in docs, "docs/config.md is stale: regenerate its field reference with `python -m sqlcdc.config`"
+    for field_name in ("sources.<name>.kafka.password_secret", "expectations_file", "cluster_by", "comments.scd2",
+                       "columns[].description", "defaults.table_properties"):
+        assert f"`{field_name}`" in docs
