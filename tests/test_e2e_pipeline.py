@@ -1,0 +1,119 @@
+"""End to end: `sqlcdc run` (real `spark-pipelines run`) on the Debezium sample feed, twice.
+
+Slow (Spark start-up ~40 s per run on 2 cores): kept to one scenario that shows what matters —
+bronze -> silver -> gold, quarantine and conservation, and that a second run after a new file
+lands processes only that file.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples" / "debezium" / "inventory"
+SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
+
+pytestmark = pytest.mark.e2e
+
+
+def write_config(base: Path, landing: Path) -> Path:
+    (base / "tables").mkdir(parents=True)
+    (base / "pipeline.yml").write_text(
+        f"name: e2e\nsources:\n  inventory:\n    format: debezium\n    landing: {landing}\n"
+    )
+    (base / "tables" / "customers.yml").write_text("source: inventory\ntable: dbo.customers\nkeys: [id]\n")
+    return base / "pipeline.yml"
+
+
+def run(config: Path, warehouse: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary", *extra],
+        capture_output=True, text=True, timeout=1200,
+    )
+
+
+def table(spark, warehouse: Path, name: str):
+    return spark.read.format("delta").load(str(warehouse / "tables" / name))
+
+
+def test_two_runs_bronze_silver_gold_quarantine(spark, tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for name in ("000-snapshot.json", "001-changes.json"):
+        shutil.copy(SAMPLES / name, landing / name)
+    config = write_config(tmp_path / "config", landing)
+    wh = tmp_path / "warehouse"
+
+    first = run(config, wh)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "Run is COMPLETED" in first.stdout
+
+    # 13 records landed: 4 snapshot rows; 6 changes, 1 tombstone, 2 bad records in 001.
+    assert table(spark, wh, "bronze_inventory").count() == 13
+    assert table(spark, wh, "silver_customers").count() == 10
+    q = table(spark, wh, "quarantine_inventory").collect()
+    assert sorted(r.reason for r in q) == ["not a JSON object", "unknown op 'x' (expected one of c, u, d, r, t)"]
+    assert all(r.bronze_file.endswith("001-changes.json") for r in q)
+    scd1 = {r.id: (r.first_name, r.last_name, r.email) for r in table(spark, wh, "gold_customers_scd1").collect()}
+    assert scd1 == {
+        1001: ("sally", "thomas", "sally@acme.example"),
+        1003: ("edward", "walker", "edward.walker@example.org"),
+        1004: ("anne", "kretchmar-lee", "anne.kretchmar-lee@example.org"),
+        1005: ("john", "doe", "john.doe@example.org"),
+        1012: ("george", "bailey", "george.bailey@example.org"),  # 1002 changed its key to 1012
+    }
+    first_silver_ids = {r.change_id for r in table(spark, wh, "silver_customers").collect()}
+
+    # A new file lands; the second run reads only it.
+    shutil.copy(SAMPLES / "002-changes.json", landing / "002-changes.json")
+    second = run(config, wh)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+
+    bronze = table(spark, wh, "bronze_inventory")
+    assert bronze.count() == 16
+    assert bronze.where(bronze.source_file.endswith("002-changes.json")).count() == 3
+    silver = table(spark, wh, "silver_customers").collect()
+    new = [r for r in silver if r.change_id not in first_silver_ids]
+    assert len(silver) == 12 and len(new) == 2
+    assert all(r.bronze_file.endswith("002-changes.json") for r in new)
+    assert {r.op for r in new} == {"DELETE", "UPDATE"}
+
+    scd1 = {r.id: r.first_name for r in table(spark, wh, "gold_customers_scd1").collect()}
+    assert scd1 == {1001: "sally", 1004: "anne", 1005: "johnny", 1012: "george"}
+    scd2 = table(spark, wh, "gold_customers_scd2")
+    versions = {}
+    for r in scd2.collect():
+        versions.setdefault(r.id, []).append((r.first_name, r.last_name, r["__END_AT"] is None))
+    assert {k: sorted(v) for k, v in versions.items()} == {
+        1001: [("sally", "thomas", False), ("sally", "thomas", True)],  # email changed
+        1002: [("george", "bailey", False)],
+        1003: [("edward", "walker", False)],
+        1004: [("anne", "kretchmar", False), ("anne", "kretchmar-lee", True)],
+        1005: [("john", "doe", False), ("johnny", "doe", True)],
+        1012: [("george", "bailey", True)],
+    }
+
+    # Conservation: every landed record is in silver, in quarantine, or a skipped tombstone.
+    silver_records = {r.bronze_record_id for r in silver}
+    quarantined = {r.bronze_record_id for r in table(spark, wh, "quarantine_inventory").collect()}
+    tombstones = {r.record_id for r in bronze.where("trim(value) = '' OR trim(value) = 'null'").collect()}
+    landed = {r.record_id for r in bronze.collect()}
+    assert len(tombstones) == 2
+    assert landed == silver_records | quarantined | tombstones
+    assert not (silver_records & quarantined)
+
+
+def test_a_broken_config_stops_before_spark_starts(tmp_path):
+    base = tmp_path / "config"
+    (base / "tables").mkdir(parents=True)
+    (base / "pipeline.yml").write_text("name: e2e\nsources:\n  inventory:\n    format: debezium\n    landing: x\n")
+    (base / "tables" / "orders.yml").write_text("source: inventory\ntable: dbo.orders\nkeys: id\nscd_types: [3]\n")
+    res = run(base / "pipeline.yml", tmp_path / "wh")
+    assert res.returncode == 2
+    assert "orders.yml:3: keys:" in res.stderr and "orders.yml:4: scd_types[0]:" in res.stderr
+    assert not (tmp_path / "wh").exists()
