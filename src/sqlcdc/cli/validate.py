@@ -117,6 +117,11 @@ def _has_sql(cfg: PipelineConfig) -> bool:
 
 
 def _spark():
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:  # e.g. inside tests or a notebook: parse with it, leave its settings alone
+        return active
     from sqlcdc.runtime import local_spark
 
     session = local_spark(app_name="sqlcdc-validate", extra={"spark.sql.shuffle.partitions": "1"})
