@@ -75,13 +75,11 @@ def test_good_config_and_project_bundle_are_clean(spark):
     assert v.validate(FIX / "good" / "pipeline.yml", spark=spark, bundle=ROOT / "databricks.yml") == []
 
 
-def test_no_spark_without_sql(monkeypatch):
+def test_no_sql_flag_reports_the_rest_without_spark(monkeypatch, capsys):
     _no_spark(monkeypatch)
-    cfg_dir = FIX / "good"
-    # customers has no SQL; a config with only such tables never starts Spark
-    problems = v.validate(FIX / "broken" / "pipeline.yml", check_sql=False)
-    assert len(problems) == 5
-    assert v._has_sql(__import__("sqlcdc.config", fromlist=["load_pipeline"]).load_pipeline(cfg_dir / "pipeline.yml"))
+    code = cli_main(["validate", "--config", str(FIX / "broken" / "pipeline.yml"), "--no-sql", "--no-bundle"])
+    assert code == 1
+    assert len(capsys.readouterr().out.splitlines()) == 5  # the schema problems; the SQL ones need Spark
 
 
 def test_minimal_config_validates_without_spark(monkeypatch, tmp_path, capsys):
