@@ -38,4 +38,11 @@ grep -v '^\s*#' build/jars.txt | grep -v '^\s*$' | while read -r coord; do
     cp ".jars/$jar" "$SPARK_JARS/"
   fi
 done
+# The Kafka broker the tests start (its own JVM; build/kafka-broker.pom.xml): once, into .jars/kafka-broker/.
+if [ ! -f .jars/kafka-broker/.complete ]; then
+  echo "setup: fetching the Kafka test broker (kafka_2.13 + runtime closure) from Maven Central"
+  mvn -q -B -f build/kafka-broker.pom.xml dependency:copy-dependencies >/dev/null \
+    || { echo "setup: could not fetch the Kafka broker with Maven (is Maven Central reachable?)" >&2; exit 1; }
+  touch .jars/kafka-broker/.complete
+fi
 if [ "$need_pip" = 1 ]; then touch "$STAMP"; fi
