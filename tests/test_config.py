@@ -347,3 +347,19 @@ def test_docs_document_every_field_with_the_schemas_words():
     for field_name in ("sources.<name>.kafka.password_secret", "expectations_file", "cluster_by", "comments.scd2",
                        "columns[].description", "defaults.table_properties"):
         assert f"`{field_name}`" in docs
+
+
+def test_keys_required_where_the_producer_does_not_carry_them(tmp_path):
+    path = _write(tmp_path, {
+        "pipeline.yml": "name: p\nsources:\n  dbz:\n    format: debezium\n  ct:\n    format: cdc_ct\n  q:\n    format: qlik\n",
+        "tables/a.yml": "source: dbz\ntable: dbo.a\n",
+        "tables/b.yml": "source: ct\ntable: dbo.b\n",
+        "tables/c.yml": "source: q\ntable: dbo.c\n",  # Qlik carries the key (primaryKeyPosition)
+    })
+    t = tmp_path / "tables"
+    assert _problems(path) == [
+        f"{t / 'a.yml'}:1: keys: required for a debezium source (a landed Debezium value does not carry the message key)",
+        f"{t / 'b.yml'}:1: keys: required for a cdc_ct source (change tables do not mark the primary key)",
+        f"{t / 'b.yml'}:1: columns: required for a cdc_ct source (name, type, lob in change-table order: "
+        "change-table exports carry no types)",
+    ]
