@@ -306,9 +306,12 @@ def test_mixed_formats_in_one_landing_and_forced_format(spark, tmp_path):
     land_jsonl(tmp_path, rows[10:])
     _, decoded = decode_landing(spark, tmp_path)
     assert silver_rows(decoded) == EXPECTED_SILVER
-    # file_format forces one reader: the Parquet files are then not read
-    only_json = cdc_ct.read_bronze(spark, make_source(tmp_path, file_format="jsonl"))
-    assert only_json.count() == 11
+    # an extension that says nothing is skipped, unless file_format says what every file is
+    # (glob narrows the files it applies to)
+    land_jsonl(tmp_path / "extra", rows[:3], name="dbo_orders_CT.export.txt")
+    assert cdc_ct.read_bronze(spark, make_source(tmp_path)).count() == 21
+    forced = cdc_ct.read_bronze(spark, make_source(tmp_path, file_format="jsonl", glob="*.txt"))
+    assert forced.count() == 3
 
 
 def test_the_same_rows_landed_twice_are_one_change(spark, tmp_path):

@@ -6,7 +6,8 @@ What lands
 Rows of a change table, or of ``cdc.fn_cdc_get_all_changes_<ci>(@from, @to, N'all update old')``
 (same columns; :mod:`sqlcdc.ct_jdbc` writes those), exported as **Parquet**, **CSV** (with a
 header line) or **JSON lines**. The format is taken from the file extension (``.parquet``;
-``.csv``; ``.json``/``.jsonl``/``.ndjson``) unless the source option ``file_format`` forces one.
+``.csv``; ``.json``/``.jsonl``/``.ndjson``; optionally ``.gz``); other files are skipped. The source
+option ``file_format`` makes every file that format (narrow with ``glob``, e.g. ``*.txt``).
 Each row has the metadata columns ``__$start_lsn``, ``__$end_lsn``, ``__$seqval``,
 ``__$operation``, ``__$update_mask``, ``__$command_id`` (absent before the 2012-2016 cumulative
 updates that introduced it: then the order inside a transaction falls back to ``__$seqval``), then
@@ -28,12 +29,15 @@ instance is its ``options.capture_instance``, default ``<schema>_<table>`` (SQL 
 Bronze
 ======
 
-Uniform across formats: one row per change-table row, ``value`` = the row as a JSON object
-(Parquet/CSV values rendered as text, binary as ``0x`` hex; a JSON line is kept as landed),
-``source_file``, ``record_id`` (hash of file and row) and ``ingest_time`` = the file's
-modification time, so a recomputed bronze keeps its ingest metadata. Bronze is a *batch* read
-(:data:`STREAMING` is False, below), because Parquet and CSV exports of different capture
-instances have different columns and Spark's streaming file source needs one fixed schema.
+Uniform across formats: one row per change-table row, ``value`` = the row as a JSON object (a
+JSON line is kept as landed; a CSV row becomes an object of its text fields; a Parquet row is
+rendered by Spark, binary as base64, marked ``"__sqlcdc_binary": "base64"``), ``source_file``,
+``record_id`` (hash of file and row) and ``ingest_time`` = the file's modification time, so a
+recomputed bronze keeps its ingest metadata. A local landing folder is listed in Python (no Spark
+job: SDP query functions must stay lazy) and each capture instance's files are read together; a
+remote landing (``abfss://...``) needs ``options.file_format`` and is read whole. Bronze is a
+*batch* read (:data:`STREAMING` is False, below), because Parquet and CSV exports of different
+capture instances have different columns and Spark's streaming file source needs one schema.
 
 Decoding
 ========
@@ -95,6 +99,8 @@ Example::
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import re
 from collections import defaultdict
 from typing import Iterable
@@ -102,7 +108,6 @@ from urllib.parse import unquote
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType
 
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
@@ -119,12 +124,6 @@ META_COLUMNS = (START_LSN, END_LSN, SEQVAL, OPERATION, UPDATE_MASK, COMMAND_ID)
 COMMIT_TIME_COLUMN = "tran_end_time"
 
 OP_DELETE, OP_INSERT, OP_UPDATE_OLD, OP_UPDATE_NEW = 1, 2, 3, 4
-
-FILE_FORMATS = {
-    "parquet": "*.parquet",
-    "csv": "*.{csv,CSV,csv.gz}",
-    "json": "*.{json,jsonl,ndjson,JSON,JSONL,json.gz,jsonl.gz}",
-}
 
 # Capture instance from a file path (see the module docstring). Same patterns in Python and Spark.
 _CI_FROM_NAME = r"^(?:cdc\.)?(.+)_CT(?:[._-].*)?$"
@@ -172,102 +171,138 @@ def table_capture_instance(table: TableConfig) -> str:
 
 # --- bronze --------------------------------------------------------------------------------------
 
+#: Key added to the JSON of rows read from Parquet: Spark writes binary values into JSON as
+#: base64, and bare base64 can look like hex (``AAAf``), so the row says which it is.
+BINARY_HINT = "__sqlcdc_binary"
+
+_EXTENSIONS = {
+    "parquet": (".parquet",),
+    "csv": (".csv", ".csv.gz"),
+    "json": (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz"),
+}
+_BRONZE_DDL = "record_id string, value string, source_file string, ingest_time timestamp"
+
 
 def _file_format(source: SourceConfig) -> str | None:
     forced = source.options.get("file_format")
     if forced is None:
         return None
-    forced = str(forced).lower().replace("jsonl", "json").replace("ndjson", "json")
-    if forced not in FILE_FORMATS:
+    forced = {"jsonl": "json", "ndjson": "json"}.get(str(forced).lower(), str(forced).lower())
+    if forced not in _EXTENSIONS:
         raise ConfigError(
             [f"{source.file}: sources.{source.name}.options.file_format: {forced!r} is not one of "
-             f"{', '.join(FILE_FORMATS)}"]
+             f"{', '.join(_EXTENSIONS)}"]
         )
     return forced
 
 
-def _as_text(df: DataFrame) -> DataFrame:
-    """Every column as text; binary as ``0x`` hex (the same spelling CSV exports use)."""
-    cols = []
-    for f in df.schema.fields:
-        c = F.col(f"`{f.name}`")
-        if isinstance(f.dataType, BinaryType):
-            c = F.when(c.isNotNull(), F.concat(F.lit("0x"), F.hex(c)))
-        else:
-            c = c.cast("string")
-        cols.append(c.alias(f.name))
-    return df.select(*cols)
+def _local_root(landing: str) -> str | None:
+    if landing.startswith("file://"):
+        return unquote(landing[len("file://"):])
+    if landing.startswith("file:"):
+        return unquote(landing[len("file:"):])
+    return None if "://" in landing else landing
 
 
-def _tabular(spark: SparkSession, landing: str, fmt: str, glob: str, source: SourceConfig) -> list[DataFrame]:
-    """Parquet/CSV files, read per capture instance (files of one instance share their columns)."""
-    listing = (
-        spark.read.format("binaryFile")
-        .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", glob)
-        .load(landing)
-        .select("path")
+def landed_files(landing: str, forced: str | None = None, glob: str | None = None) -> dict[str, dict[str, list[str]]]:
+    """Local landing folder -> ``{format: {capture instance: [files]}}`` (plain Python, no Spark job).
+
+    Hidden and ``_``-prefixed files and folders are skipped, as Spark's file sources do.
+    """
+    out: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    if not os.path.isdir(landing):
+        raise FileNotFoundError(f"landing folder {landing} does not exist")
+    for folder, dirs, files in os.walk(landing):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        for name in sorted(files):
+            if name.startswith(("_", ".")) or (glob and not fnmatch.fnmatch(name, glob)):
+                continue
+            low = name.lower()
+            fmt = forced or next((f for f, exts in _EXTENSIONS.items() if low.endswith(exts)), None)
+            if fmt is None:
+                continue
+            path = os.path.join(folder, name)
+            out[fmt][capture_instance_of(path)].append(path)
+    return out
+
+
+def _to_bronze(df: DataFrame, hint: bool = False) -> DataFrame:
+    """Any change-table frame -> ``value`` (the row as JSON) + file lineage, without analysing it."""
+    row = F.struct(F.col("*"), F.lit("base64").alias(BINARY_HINT)) if hint else F.struct(F.col("*"))
+    value = F.to_json(
+        row,
+        {
+            "ignoreNullFields": "false",
+            "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+            "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+        },
     )
-    groups: dict[str, list[str]] = defaultdict(list)
-    for row in listing.collect():
-        groups[capture_instance_of(row.path)].append(row.path)
-    frames = []
-    for _, paths in sorted(groups.items()):
-        if fmt == "csv":
-            reader = (
-                spark.read.option("header", "true")
-                .option("inferSchema", "false")
-                .option("sep", source.options.get("csv_delimiter", ","))
-                .option("nullValue", source.options.get("csv_null_value", ""))
-                .option("multiLine", "true")
-                .option("escape", '"')
-            )
-            raw = reader.csv(sorted(paths))
-        else:
-            raw = spark.read.parquet(*sorted(paths))
-        text = _as_text(raw)
-        frames.append(
-            text.select(
-                F.to_json(F.struct(*[F.col(f"`{c}`") for c in text.columns]), {"ignoreNullFields": "false"}).alias("value"),
-                F.col("_metadata.file_path").alias("source_file"),
-                F.col("_metadata.file_modification_time").alias("ingest_time"),
-            )
+    return df.select(
+        value.alias("value"),
+        F.col("_metadata.file_path").alias("source_file"),
+        F.col("_metadata.file_modification_time").alias("ingest_time"),
+    )
+
+
+def _read(spark: SparkSession, fmt: str, paths: list[str] | str, source: SourceConfig, glob: str | None) -> DataFrame:
+    reader = spark.read
+    if isinstance(paths, str):  # a whole (remote) landing folder
+        reader = reader.option("recursiveFileLookup", "true")
+        if glob:
+            reader = reader.option("pathGlobFilter", glob)
+    many = [paths] if isinstance(paths, str) else paths
+    if fmt == "json":
+        lines = reader.format("text").load(many)
+        return lines.where(F.trim("value") != "").select(
+            "value",
+            F.col("_metadata.file_path").alias("source_file"),
+            F.col("_metadata.file_modification_time").alias("ingest_time"),
         )
-    return frames
+    if fmt == "csv":
+        raw = (
+            reader.option("header", "true")
+            .option("inferSchema", "false")
+            .option("sep", source.options.get("csv_delimiter", ","))
+            .option("nullValue", source.options.get("csv_null_value", ""))
+            .option("multiLine", "true")
+            .option("escape", '"')
+            .csv(many)
+        )
+        return _to_bronze(raw)
+    return _to_bronze(reader.option("mergeSchema", "true").parquet(*many), hint=True)
 
 
 def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = False) -> DataFrame:
     """Landed change-table exports (Parquet, CSV, JSON lines) as bronze rows (a batch read).
 
-    Columns: ``record_id, value, source_file, ingest_time`` (the file's modification time).
+    Columns: ``record_id, value, source_file, ingest_time`` (the file's modification time). A local
+    landing folder is listed in Python and each capture instance's files are read together (their
+    columns agree); a remote one (``abfss://...``) needs ``options.file_format`` and is read whole.
+    Nothing is analysed or executed here (SDP query functions must stay lazy).
     ``streaming=True`` is refused: see the module docstring.
     """
     if streaming:
         raise ValueError(f"source {source.name}: cdc_ct bronze is a batch read (STREAMING = False)")
     if not source.landing:
         raise ConfigError([f"{source.file}: sources.{source.name}.landing: required for a file source"])
-    forced = _file_format(source)
-    formats = [forced] if forced else list(FILE_FORMATS)
+    forced, glob = _file_format(source), source.options.get("glob")
+    root = _local_root(source.landing)
     frames: list[DataFrame] = []
-    for fmt in formats:
-        glob = source.options.get("glob") if forced else None
-        glob = glob or FILE_FORMATS[fmt]
-        if fmt == "json":
-            lines = (
-                spark.read.format("text")
-                .option("recursiveFileLookup", "true")
-                .option("pathGlobFilter", glob)
-                .load(source.landing)
+    if root is None:
+        if forced is None:
+            raise ConfigError(
+                [f"{source.file}: sources.{source.name}.options.file_format: required for a remote landing "
+                 f"({source.landing}): one of {', '.join(_EXTENSIONS)}"]
             )
-            frames.append(
-                lines.where(F.trim("value") != "").select(
-                    "value",
-                    F.col("_metadata.file_path").alias("source_file"),
-                    F.col("_metadata.file_modification_time").alias("ingest_time"),
-                )
-            )
-        else:
-            frames += _tabular(spark, source.landing, fmt, glob, source)
+        frames.append(_read(spark, forced, source.landing, source, glob))
+    else:
+        for fmt, groups in sorted(landed_files(root, forced, glob).items()):
+            if fmt == "json":
+                frames.append(_read(spark, fmt, [p for _, ps in sorted(groups.items()) for p in ps], source, None))
+            else:
+                frames += [_read(spark, fmt, ps, source, None) for _, ps in sorted(groups.items())]
+    if not frames:
+        return spark.createDataFrame([], _BRONZE_DDL)
     out = frames[0]
     for f in frames[1:]:
         out = out.unionByName(f)
@@ -344,23 +379,34 @@ def lsn_text(raw: Column) -> Column:
     return F.when(t.rlike(r"^[A-Za-z0-9+/]{14}==$"), lsn.binary_lsn(F.unbase64(t))).otherwise(lsn.normalize_lsn(t))
 
 
-def binary_hex(raw: Column, prefer_base64: bool = False) -> Column:
-    """Binary text (``0x`` hex, bare hex, base64) -> upper-case hex digits, NULL when unreadable."""
+def binary_hex(raw: Column, prefer_base64: bool | Column = False) -> Column:
+    """Binary text (``0x`` hex, bare hex, base64) -> upper-case hex digits, NULL when unreadable.
+
+    Text that reads both ways (``AAAf``) is hex unless ``prefer_base64`` (a flag or a per-row
+    condition) says base64; ``0x`` always means hex.
+    """
     t = F.trim(raw)
     prefixed = t.rlike(r"^0[xX]([0-9A-Fa-f]{2})*$")
     bare_hex = t.rlike(r"^([0-9A-Fa-f]{2})*$")
     b64 = t.rlike(r"^[A-Za-z0-9+/]*={0,2}$") & (F.length(t) % 4 == 0)
     from_hex = F.upper(F.regexp_replace(t, r"^0[xX]", ""))
     from_b64 = F.hex(F.unbase64(t))
-    if prefer_base64:
-        return F.when(prefixed, from_hex).when(b64, from_b64).when(bare_hex, from_hex)
-    return F.when(prefixed | bare_hex, from_hex).when(b64, from_b64)
+    prefer = prefer_base64 if isinstance(prefer_base64, Column) else F.lit(bool(prefer_base64))
+    return (
+        F.when(prefixed, from_hex)
+        .when(F.coalesce(prefer, F.lit(False)) & b64, from_b64)
+        .when(bare_hex, from_hex)
+        .when(b64, from_b64)
+    )
 
 
 def mask_bit(mask_hex: Column, ordinal: int) -> Column:
     """``sys.fn_cdc_is_bit_set(ordinal, mask)`` on the mask's hex digits (False when too short).
 
-    >>> # mask 0x0201 over 10 columns: ordinal 1 (last byte, bit 0) and ordinal 10 (first byte, bit 1)
+    Example: mask ``0x0201`` over ten columns sets ordinal 1 (last byte ``01``, bit 0) and
+    ordinal 10 (first byte ``02``, bit 1)::
+
+        df.select(mask_bit(F.lit("0201"), 10))   # true
     """
     k, bit = (ordinal - 1) // 8, (ordinal - 1) % 8
     n = F.length(mask_hex)
@@ -377,7 +423,7 @@ def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
 # --- decoding ------------------------------------------------------------------------------------
 
 
-def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: bool) -> Column:
+def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column) -> Column:
     """The configured columns' text, binary normalised to ``0x`` hex (kept as is when unreadable)."""
     entries = []
     for c in columns:
@@ -392,11 +438,12 @@ def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: bool) -> Colum
 def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> DataFrame:
     """Bronze rows of ``table`` + parsed metadata, typed image, and ``_reasons`` (empty = good)."""
     ci = table_capture_instance(table)
-    prefer_b64 = str(table.source.options.get("binary_text", "hex")).lower() == "base64"
+    option_b64 = str(table.source.options.get("binary_text", "hex")).lower() == "base64"
     rows = bronze.where(F.lower(capture_instance_col(F.col("source_file"))) == ci.lower())
     m = F.from_json(F.col("value"), "map<string,string>")
     rows = rows.select("*", m.alias("_m"))
     m = F.col("_m")
+    prefer_b64 = F.lit(True) if option_b64 else F.coalesce(m[BINARY_HINT] == "base64", F.lit(False))
     image, value_errors = typed_struct(_raw_map(m, columns, prefer_b64), columns)
     mask_raw = m[UPDATE_MASK]
     mask = binary_hex(mask_raw, prefer_b64)
