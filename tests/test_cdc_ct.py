@@ -584,3 +584,37 @@ def test_ct_and_debezium_give_identical_gold(spark, tmp_path):
     closed4 = [h for h in ct_history if h[0][0] == 4 and h[2] == q(7, 2, 1)]
     opened40 = [h for h in ct_history if h[0][0] == 40]
     assert len(closed4) == 1 and [h[1:] for h in opened40] == [(q(7, 2, 2), None)]
+
+
+def test_update_halves_in_different_files_and_any_row_order_still_pair(spark, tmp_path):
+    rows = history_rows()
+    odd, even = rows[1::2], rows[0::2]  # every 3+4 pair is split over the two files
+    land_jsonl(tmp_path, list(reversed(odd)), name="dbo_orders_CT.b.jsonl")
+    land_csv_rows(tmp_path / "dbo_orders", list(reversed(even)))
+    _, decoded = decode_landing(spark, tmp_path)
+    assert decoded.quarantine.count() == 0
+    assert silver_rows(decoded) == EXPECTED_SILVER
+
+
+def land_csv_rows(folder: Path, rows: list[dict]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "part-0.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows([{k: ("" if v is None else v) for k, v in r.items()} for r in rows])
+    return folder
+
+
+def test_binary_columns_in_hex_and_base64(spark, tmp_path):
+    cols = COLUMNS + ({"name": "tag", "type": "varbinary"},)
+    row = dict(history_rows()[0])
+    hex_row = dict(row, tag="0x00001F")
+    b64_row = dict(row, tag="AAAf", **{"__$seqval": "0x00000027000001000009"})
+    for sub, r, opts in (("hex", hex_row, {}), ("b64", b64_row, {"binary_text": "base64"})):
+        land_jsonl(tmp_path / sub, [r])
+        src = make_source(tmp_path / sub, **opts)
+        table = make_table(src, columns=cols)
+        decoded = cdc_ct.decode(cdc_ct.read_bronze(spark, src), table, cdc_ct.columns_for(table, src))
+        got = decoded.changes.first()
+        assert bytes(got.after.tag) == b"\x00\x00\x1f", sub
+        assert got.changed_columns == NAMES  # mask 0x1F: ordinals 1-5, not the 6th
