@@ -1,0 +1,295 @@
+"""Expectations on silver (Databricks-compatible actions) and envelope validation before decoding.
+
+Every onboarded table gets the **default rules** plus the rules of its config
+(``expectations:`` / ``expectations_file:``, :class:`sqlcdc.config.TableConfig.expectations`):
+
+=====================  ===========================================  ==========
+default rule           constraint                                   action
+=====================  ===========================================  ==========
+``key_not_null``       every key column of ``key`` is not NULL      quarantine
+``sequence_not_null``  ``sequence IS NOT NULL``                     quarantine
+``known_operation``    ``op IN ('INSERT', ..., 'TRUNCATE')``        quarantine
+=====================  ===========================================  ==========
+
+A config rule with a default rule's name replaces it (e.g. to make ``key_not_null`` fail the update).
+
+A constraint is a Spark SQL boolean expression over the silver row: the canonical change columns
+(``op``, ``key.id``, ``after.price``, ``commit_time`` ...) and, by bare name, the table's own
+columns, read from the change's image (``after``, or ``before`` for a DELETE) — the same frame
+``sqlcdc validate`` checks rules against. A row **fails** a rule when the constraint is FALSE;
+NULL passes, as in a SQL ``CHECK`` constraint (write ``price IS NOT NULL`` to require a value).
+
+Actions (what a failing row does):
+
+============  ==========================  ======================================================
+action        Databricks                  here
+============  ==========================  ======================================================
+warn          ``expect_all``              kept in silver; the rule's name is in ``dq_warnings``
+drop          ``expect_all_or_drop``      not in silver; recorded in ``dropped_<source>``
+                                          (lineage + rule names) so conservation stays checkable
+fail          ``expect_all_or_fail``      the update stops: the error names table, rule(s), key
+quarantine    ``expect_all_or_drop`` +    not in silver; a row in ``quarantine_<source>`` with the
+              sqlcdc's quarantine flow    failed rule names in ``rules``
+============  ==========================  ======================================================
+
+A row failing several rules: fail wins, then quarantine, then drop; warn rules never remove a row.
+
+**Envelope validation** (:func:`envelope_schema`, :func:`split_envelopes`): before decoding, each
+bronze record of a producer with a JSON Schema in ``schemas/`` is checked with the schema compiled
+into Spark predicates (:mod:`sqlcdc.formats._schema_check`); only the failing records are handed to
+``jsonschema`` (an Arrow UDF) for the message with its JSON path. Decoders that validate their own
+envelopes (CES, Qlik: they define ``ENVELOPE_SCHEMA``/``DATA_SCHEMA``) are left to do so.
+
+Example::
+
+    checked = check(decoded.changes, table, columns)
+    silver = passed(checked, table)           # canonical columns + dq_warnings
+    q = quarantined(checked, table)           # quarantine rows (model.QUARANTINE_COLUMNS)
+    d = dropped(checked, table)               # same columns, for dropped_<source>
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable, Iterable, Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sqlcdc import model
+from sqlcdc.config import SCHEMAS_DIR, SourceConfig, TableConfig
+
+ACTIONS = ("warn", "drop", "fail", "quarantine")
+WARNINGS_COL = "dq_warnings"
+DEFAULT_RULE_NAMES = ("key_not_null", "sequence_not_null", "known_operation")
+
+#: Envelope JSON Schemas (``schemas/``) of producers whose decoders do not validate envelopes themselves.
+ENVELOPE_SCHEMAS = {"debezium": "debezium-envelope.schema.json"}
+
+_DQ = {a: f"_dq_{a}" for a in ACTIONS}
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    constraint: str
+    action: str = "warn"
+    description: str | None = None
+    default: bool = False
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"rule {self.name!r}: action {self.action!r} is not one of {', '.join(ACTIONS)}")
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def default_rules(table: TableConfig) -> list[Rule]:
+    """The rules every table gets (see the module doc)."""
+    if table.keys:
+        key_sql = " AND ".join(f"key.{_q(k)} IS NOT NULL" for k in table.keys)
+    else:  # key columns come from the producer: no field of `key` may be NULL
+        key_sql = (
+            "key IS NOT NULL AND NOT exists(map_values(from_json(to_json(key, map('ignoreNullFields', 'false')),"
+            " 'map<string,string>')), v -> v IS NULL)"
+        )
+    ops = ", ".join(f"'{o}'" for o in model.OPERATIONS)
+    return [
+        Rule("key_not_null", key_sql, "quarantine", "every key column has a value", default=True),
+        Rule("sequence_not_null", "sequence IS NOT NULL", "quarantine", "the change can be ordered", default=True),
+        Rule("known_operation", f"op IN ({ops})", "quarantine", "the operation is one gold can apply", default=True),
+    ]
+
+
+def rules_for(table: TableConfig) -> list[Rule]:
+    """Default rules (unless a config rule has the same name), then the config's rules, in order."""
+    configured = [
+        Rule(r["name"], r["constraint"], r.get("action", "warn"), r.get("description")) for r in table.expectations
+    ]
+    names = {r.name for r in configured}
+    return [r for r in default_rules(table) if r.name not in names] + configured
+
+
+# --- evaluation --------------------------------------------------------------------------------
+
+
+def _names(rules: Sequence[Rule], failed: dict[str, Column]) -> Column:
+    """array<string> of the names of ``rules`` whose ``failed`` column is true (empty if none)."""
+    if not rules:
+        return F.array().cast("array<string>")
+    return F.filter(F.array(*[F.when(failed[r.name], F.lit(r.name)) for r in rules]), lambda n: n.isNotNull())
+
+
+def check(changes: DataFrame, table: TableConfig, columns: Iterable[Any]) -> DataFrame:
+    """Canonical changes -> the same rows with the table's columns at top level (from the image) and,
+    per action, ``_dq_<action>``: the names of the rules of that action the row fails.
+
+    ``columns`` are the table's :class:`sqlcdc.values.ColumnSpec` (or names). No analysis of
+    ``changes`` happens here (SDP forbids it inside query functions).
+    """
+    rules = rules_for(table)
+    canonical = {c.lower() for c in model.CHANGE_COLUMNS}
+    image = F.coalesce(F.col("after"), F.col("before"))
+    names = [getattr(c, "name", c) for c in columns]
+    flat = [image[n].alias(n) for n in names if n.lower() not in canonical]
+    frame = changes.select(*[F.col(c) for c in model.CHANGE_COLUMNS], *flat)
+    failed = {r.name: ~F.coalesce(F.expr(f"({r.constraint})").cast("boolean"), F.lit(True)) for r in rules}
+    return frame.select(
+        "*", *[_names([r for r in rules if r.action == a], failed).alias(_DQ[a]) for a in ACTIONS]
+    )
+
+
+def _explained(names: Column, rules: Sequence[Rule]) -> Column:
+    """``rule (constraint); rule (constraint)`` for an array of rule names."""
+    if not rules:
+        return F.array_join(names, "; ")
+    lookup = F.create_map(*[x for r in rules for x in (F.lit(r.name), F.lit(r.constraint))])
+    return F.array_join(F.transform(names, lambda n: F.format_string("%s (%s)", n, F.element_at(lookup, n))), "; ")
+
+
+def fail_message(table: TableConfig) -> Column:
+    """The error an ``expect_or_fail`` rule raises: table, rule(s) with constraint, a sample key."""
+    rules = [r for r in rules_for(table) if r.action == "fail"]
+    return F.format_string(
+        "expect_or_fail: table %s (%s): rule(s) %s failed for key %s (change %s, op %s, bronze file %s)",
+        F.lit(table.name),
+        F.lit(table.qualified),
+        _explained(F.col(_DQ["fail"]), rules),
+        F.to_json(F.col("key")),
+        F.col("change_id"),
+        F.col("op"),
+        F.col("bronze_file"),
+    )
+
+
+def passed(checked: DataFrame, table: TableConfig) -> DataFrame:
+    """Rows of :func:`check` that stay in silver: canonical columns + ``dq_warnings``.
+
+    A row failing a ``fail`` rule raises :func:`fail_message` (Spark ``raise_error``), which stops
+    the update: evaluated first, so it fires even for a row that a drop/quarantine rule also fails.
+    """
+    fails = F.when(F.size(_DQ["fail"]) > 0, F.raise_error(fail_message(table))).cast("boolean")
+    keep = (F.size(_DQ["drop"]) == 0) & (F.size(_DQ["quarantine"]) == 0)
+    return checked.where(F.coalesce(fails, keep)).select(
+        *[F.col(c) for c in model.CHANGE_COLUMNS], F.col(_DQ["warn"]).alias(WARNINGS_COL)
+    )
+
+
+def _removed(checked: DataFrame, table: TableConfig, action: str, verb: str) -> DataFrame:
+    rules = [r for r in rules_for(table) if r.action == action]
+    raw = F.to_json(
+        F.struct("change_id", "op", "key", "before", "after", "sequence", "commit_time", "transaction_id")
+    )
+    return checked.select(
+        F.lit(table.source.name).alias("source_name"),
+        F.col("source_format").cast("string").alias("source_format"),
+        F.col("table_name").cast("string").alias("table_name"),
+        F.concat(F.lit(f"{verb} by expectation(s): "), _explained(F.col(_DQ[action]), rules)).alias("reason"),
+        F.col(_DQ[action]).alias("rules"),
+        raw.alias("raw"),
+        F.col("bronze_record_id").cast("string").alias("bronze_record_id"),
+        F.col("bronze_file").cast("string").alias("bronze_file"),
+        F.col("bronze_ingest_time").cast("timestamp").alias("bronze_ingest_time"),
+    )
+
+
+def quarantined(checked: DataFrame, table: TableConfig) -> DataFrame:
+    """Rows failing a ``quarantine`` rule, as quarantine rows (:data:`sqlcdc.model.QUARANTINE_COLUMNS`);
+    ``raw`` is the canonical change as JSON, ``rules`` the failed quarantine rules."""
+    return _removed(checked.where(F.size(_DQ["quarantine"]) > 0), table, "quarantine", "quarantined")
+
+
+def dropped(checked: DataFrame, table: TableConfig) -> DataFrame:
+    """Rows failing a ``drop`` rule (and no quarantine rule), same columns as quarantine rows."""
+    kept_out = (F.size(_DQ["drop"]) > 0) & (F.size(_DQ["quarantine"]) == 0)
+    return _removed(checked.where(kept_out), table, "drop", "dropped")
+
+
+def empty_removed(spark) -> DataFrame:
+    """An empty frame with the quarantine columns (a source with no tables still gets its tables)."""
+    return spark.createDataFrame([], model.QUARANTINE_SCHEMA)
+
+
+# --- Databricks --------------------------------------------------------------------------------
+
+DATABRICKS_DECORATORS = {
+    "warn": "expect_all",
+    "drop": "expect_all_or_drop",
+    "fail": "expect_all_or_fail",
+    # Databricks' own quarantine pattern: the target drops the rows; sqlcdc's quarantine flow keeps them.
+    "quarantine": "expect_all_or_drop",
+}
+
+
+def databricks_constraint(rule: Rule) -> str:
+    """The constraint as Databricks evaluates it with sqlcdc's semantics (NULL passes)."""
+    return f"COALESCE(({rule.constraint}), TRUE)"
+
+
+def databricks_expectations(table: TableConfig) -> dict[str, dict[str, str]]:
+    """``{"expect_all": {name: constraint}, "expect_all_or_drop": ..., "expect_all_or_fail": ...}``:
+    the table's rules as ``dp`` decorator arguments (decorators with no rules are left out)."""
+    out: dict[str, dict[str, str]] = {}
+    for rule in rules_for(table):
+        out.setdefault(DATABRICKS_DECORATORS[rule.action], {})[rule.name] = databricks_constraint(rule)
+    return out
+
+
+def with_databricks_expectations(fn: Callable, table: TableConfig, dp: ModuleType | Any) -> Callable:
+    """``fn`` decorated with ``dp.expect_all*`` for the table's rules (apply below ``@dp.table``)."""
+    for decorator, rules in databricks_expectations(table).items():
+        fn = getattr(dp, decorator)(rules)(fn)
+    return fn
+
+
+# --- envelopes ---------------------------------------------------------------------------------
+
+
+def envelope_schema(decoder: ModuleType) -> str | None:
+    """The schema file sqlcdc validates ``decoder``'s envelopes with, or None (none known, or the
+    decoder validates its own)."""
+    if hasattr(decoder, "ENVELOPE_SCHEMA") or hasattr(decoder, "DATA_SCHEMA"):
+        return None
+    name = ENVELOPE_SCHEMAS.get(decoder.NAME)
+    return name if name and (SCHEMAS_DIR / name).is_file() else None
+
+
+def envelope_violations(schema_file: str) -> Column:
+    """array<string> of the compiled schema rules ``value`` breaks (empty = valid)."""
+    from sqlcdc.formats import _schema_check as sc
+
+    return sc.violations(sc.load(schema_file), F.try_parse_json(F.col("value")))
+
+
+def _skipped(decoder: ModuleType) -> Column:
+    return decoder.is_skipped() if hasattr(decoder, "is_skipped") else F.lit(False)
+
+
+def valid_envelopes(bronze: DataFrame, decoder: ModuleType, schema_file: str) -> DataFrame:
+    """Bronze rows whose envelope is valid (or that the decoder skips by definition): decode these."""
+    return bronze.where(_skipped(decoder) | (F.size(envelope_violations(schema_file)) == 0))
+
+
+def invalid_envelopes(bronze: DataFrame, decoder: ModuleType, schema_file: str, source: SourceConfig) -> DataFrame:
+    """Quarantine rows for envelopes that break the schema: reason = jsonschema's message with the
+    JSON path, rules = ``<schema> <path>: <keyword>`` of each broken compiled rule."""
+    from sqlcdc.formats import _schema_check as sc
+
+    stem = schema_file.removesuffix(".schema.json")
+    bad = bronze.select("*", envelope_violations(schema_file).alias("_violations")).where(
+        ~_skipped(decoder) & (F.size("_violations") > 0)
+    )
+    message = sc.explain_udf(schema_file)(F.col("value"))
+    return bad.select(
+        *model.quarantine_row(
+            source_name=source.name,
+            source_format=decoder.NAME,
+            reason=F.concat(
+                F.lit(f"envelope ({schema_file}): "), F.coalesce(message, F.array_join(F.col("_violations"), "; "))
+            ),
+            rules=F.transform(F.col("_violations"), lambda v: F.concat(F.lit(stem + " "), v)),
+        )
+    )
