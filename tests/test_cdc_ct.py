@@ -618,3 +618,11 @@ def test_binary_columns_in_hex_and_base64(spark, tmp_path):
         got = decoded.changes.first()
         assert bytes(got.after.tag) == b"\x00\x00\x1f", sub
         assert got.changed_columns == NAMES  # mask 0x1F: ordinals 1-5, not the 6th
+
+
+def test_empty_and_missing_landing(spark, tmp_path):
+    assert cdc_ct.read_bronze(spark, make_source(tmp_path)).count() == 0
+    with pytest.raises(FileNotFoundError, match=r"pipeline.yml: sources.ct.landing: folder .*/nope does not exist"):
+        cdc_ct.read_bronze(spark, make_source(tmp_path / "nope"))
+    with pytest.raises(ConfigError, match=r"options.file_format: required for a remote landing"):
+        cdc_ct.read_bronze(spark, make_source("abfss://landing@acct.dfs.core.windows.net/ct"))

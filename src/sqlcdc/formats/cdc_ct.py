@@ -296,6 +296,11 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
             )
         frames.append(_read(spark, forced, source.landing, source, glob))
     else:
+        if not os.path.isdir(root):
+            raise FileNotFoundError(
+                f"{source.file}: sources.{source.name}.landing: folder {root} does not exist (create it, or "
+                "export change-table rows into it)"
+            )
         for fmt, groups in sorted(landed_files(root, forced, glob).items()):
             if fmt == "json":
                 frames.append(_read(spark, fmt, [p for _, ps in sorted(groups.items()) for p in ps], source, None))
