@@ -4,7 +4,8 @@ What lands
 ==========
 
 Rows of a change table, or of ``cdc.fn_cdc_get_all_changes_<ci>(@from, @to, N'all update old')``
-(same columns; :mod:`sqlcdc.ct_jdbc` writes those), exported as **Parquet**, **CSV** (with a
+(its four metadata columns; :mod:`sqlcdc.ct_jdbc` lands those plus ``__$command_id`` joined from
+the change table; ``__$end_lsn`` is never needed), exported as **Parquet**, **CSV** (with a
 header line) or **JSON lines**. The format is taken from the file extension (``.parquet``;
 ``.csv``; ``.json``/``.jsonl``/``.ndjson``; optionally ``.gz``); other files are skipped. The source
 option ``file_format`` makes every file that format (narrow with ``glob``, e.g. ``*.txt``).
@@ -89,7 +90,20 @@ interleave correctly. A primary-key change recorded as one 3+4 pair is one UPDAT
 :func:`sqlcdc.model.apply_frame` turns it into DELETE(old key) + UPSERT(new key) at the pair's
 sequence, which is what Debezium emits for it (both events carry the same offset).
 
-Example::
+Example table config (``config/tables/orders.yml``)::
+
+    source: ct                    # a source with format: cdc_ct
+    table: dbo.orders
+    keys: [id]
+    columns:                      # the captured columns, in change-table order
+      - {name: id, type: int}
+      - {name: customer, type: string}
+      - {name: amount, type: "decimal(10,2)"}
+      - {name: notes, type: string, lob: true}      # nvarchar(max)
+      - {name: status, type: string}
+    options: {capture_instance: dbo_orders}          # the default for dbo.orders anyway
+
+and in Python::
 
     from sqlcdc.formats import cdc_ct
     bronze = cdc_ct.read_bronze(spark, source)          # batch: Parquet + CSV + JSON lines
