@@ -83,7 +83,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, StructField, StructType
 
 from sqlcdc import lsn, model
-from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats.base import bronze_columns, read_text_lines
@@ -362,6 +362,7 @@ def _groups(env: DataFrame, source: SourceConfig) -> DataFrame:
     return g.select(
         "logicalid",
         "all_segs",
+        "sorted",
         "segs",
         "first_seen",
         n.alias("n_segments"),
@@ -479,21 +480,19 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     """The table's columns: from config ``columns:`` (SQL Server type names), else from the
     ``eventsource.cols`` of the table's latest event in the landing folder.
 
-    Raises ``LookupError`` naming the table config when neither gives any column.
+    Raises :class:`sqlcdc.config.ConfigError` naming the table config when neither gives any column.
     """
     if table.columns:
         return [
             spec_for_sql_type(c["name"], c["type"], ordinal=i + 1, lob=c.get("lob"))
             for i, c in enumerate(table.columns)
         ]
-    if spark is None:
-        raise LookupError(f"{table.file}: table {table.qualified}: no `columns:` and no Spark session to discover them")
-    row = _latest_event(read_bronze(spark, source, streaming=False), table)
+    row = _latest_event(read_bronze(spark, source, streaming=False), table) if spark is not None else None
     if row is None:
-        raise LookupError(
-            f"{table.file or 'table config'}: table {table.qualified}: no valid CES event for it under "
-            f"{source.landing} to take column types from; list them under `columns:` (SQL Server type names)"
-        )
+        raise ConfigError([
+            f"{table.file or 'table config'}:1: columns: table {table.qualified} has no `columns:` and no valid "
+            f"CES event for it was found under {source.landing}; add `columns:` (name and SQL Server type per column)"
+        ])
     cols = sorted(row["src_cols"], key=lambda c: (c["index"] if c["index"] is not None else 1 << 30))
     return [spec_for_sql_type(c["name"], c["type"], ordinal=(c["index"] + 1 if c["index"] is not None else None)) for c in cols]
 
@@ -505,14 +504,14 @@ def keys_for(table: TableConfig, source: SourceConfig, spark: SparkSession | Non
         return list(table.keys)
     if bronze is None:
         if spark is None:
-            raise LookupError(f"{table.file}: table {table.qualified}: no `keys:` and no Spark session to discover them")
+            raise ConfigError([f"{table.file or 'table config'}:1: keys: table {table.qualified} has no `keys:`"])
         bronze = read_bronze(spark, source, streaming=False)
     row = _latest_event(bronze, table)
     if row is None or not row["pkkey"]:
-        raise LookupError(
-            f"{table.file or 'table config'}: table {table.qualified}: no CES event with a pkkey to take the key "
-            "from; set `keys:`"
-        )
+        raise ConfigError([
+            f"{table.file or 'table config'}:1: keys: table {table.qualified} has no `keys:` and no CES event "
+            "with a pkkey for it was found; add `keys:`"
+        ])
     return [p["name"] for p in row["pkkey"]]
 
 
@@ -725,13 +724,18 @@ def disposition(bronze: DataFrame, source: SourceConfig) -> DataFrame:
         F.when(F.size("_violations") > 0, F.lit("invalid_envelope")).otherwise(F.lit("event")).alias("status"),
     )
     groups = _groups(env, source)
-    kept = F.transform(F.col("segs"), lambda x: x["record_id"])
+    # position in the sorted array decides: the first copy of an index is the one reassembled
+    # (record ids alone cannot tell two identical lines of one file apart)
     seg = groups.select(
-        "logicalid", "complete", "timed_out", kept.alias("kept"), F.explode("all_segs").alias("s")
+        "logicalid", "complete", "timed_out", "sorted", F.posexplode("sorted").alias("pos", "s")
     ).select(
         F.col("s.record_id").alias("record_id"),
         "logicalid",
-        F.when(F.col("complete") & F.array_contains("kept", F.col("s.record_id")), F.lit("segment"))
+        F.when(
+            F.col("complete")
+            & F.coalesce(F.col("s.idx") != F.get(F.col("sorted"), F.col("pos") - 1)["idx"], F.lit(True)),
+            F.lit("segment"),
+        )
         .when(F.col("complete"), F.lit("duplicate_segment"))
         .when(F.col("timed_out"), F.lit("timed_out"))
         .otherwise(F.lit("pending"))
