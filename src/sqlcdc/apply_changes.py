@@ -74,6 +74,7 @@ START_AT, END_AT = "__START_AT", "__END_AT"
 # Internal column names (double underscore + "ac_" so they cannot collide with data columns).
 _SEQ, _RANK, _CID, _IS_DEL, _IS_TRUNC = "__ac_seq", "__ac_rank", "__ac_cid", "__ac_is_del", "__ac_is_trunc"
 _ALIVE, _RESET, _BOUNDARY = "__ac_alive", "__ac_reset", "__ac_boundary"
+_RN, _TLAST, _TNEXT = "__ac_rn", "__ac_tlast", "__ac_tnext"
 
 
 def _q(name: str) -> str:
@@ -348,7 +349,12 @@ def _classified(frame: DataFrame, spec: ApplyChangesSpec) -> DataFrame:
 
 
 def _events(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None = None) -> tuple[DataFrame, list[str]]:
-    """Per-key events (truncates expanded into a delete of every key seen before them)."""
+    """Per-key events, each with the truncates just before and just after it.
+
+    ``__ac_tlast`` = the last truncate sequenced at or before the event, ``__ac_tnext`` = the first
+    after it (NULL = none). Truncates are few: they travel as one broadcast array, so a table
+    without truncates pays one cheap filtered scan and no shuffle for them.
+    """
     schema = schema or frame.schema
     keys = list(spec.keys)
     values = [c for c in spec.output_columns(schema) if c not in keys]
@@ -359,20 +365,17 @@ def _events(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None 
         *cols, prov.alias("__ac_prov"), _SEQ, _RANK, _CID, F.col(_IS_DEL)
     )
     if spec.apply_as_truncates:
-        # groupBy, not distinct(): Spark Connect resolves distinct() eagerly, which SDP cannot do
-        # while registering a flow whose input table does not exist yet.
-        truncs = ev.where(F.col(_IS_TRUNC)).groupBy(F.col(_SEQ).alias("__ac_tseq")).count().select("__ac_tseq")
-        first = base.groupBy(*[_c(k) for k in keys]).agg(F.min(_SEQ).alias("__ac_first"))
-        virtual = first.join(F.broadcast(truncs), F.col("__ac_tseq") > F.col("__ac_first")).select(
-            *[_c(k) for k in keys],
-            *[F.lit(None).cast(schema[c].dataType).alias(c) for c in values],
-            F.lit(None).cast("array<string>").alias("__ac_prov"),
-            F.col("__ac_tseq").alias(_SEQ),
-            F.lit(0).alias(_RANK),
-            F.lit("").alias(_CID),
-            F.lit(True).alias(_IS_DEL),
+        truncs = ev.where(F.col(_IS_TRUNC)).agg(F.collect_set(F.col(_SEQ)).alias("__ac_truncs"))
+        base = base.crossJoin(F.broadcast(truncs))
+        arr, seq = F.col("__ac_truncs"), F.col(_SEQ)
+        base = base.select(
+            *[c for c in base.columns if c != "__ac_truncs"],
+            F.array_max(F.filter(arr, lambda t: t <= seq)).alias(_TLAST),
+            F.array_min(F.filter(arr, lambda t: t > seq)).alias(_TNEXT),
         )
-        base = base.unionByName(virtual)
+    else:
+        none = F.lit(None).cast(schema[spec.sequence_by].dataType)
+        base = base.select("*", none.alias(_TLAST), none.alias(_TNEXT))
     return base, values
 
 
@@ -384,32 +387,38 @@ def _state(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None =
     """One row per event with the key's full state *after* it (``_ALIVE`` = key exists).
 
     A value column's state is the value of the last upsert (in apply order) that provided it,
-    provided that upsert comes after the key's last delete; else NULL.
+    provided that upsert comes after the key's last delete and is not sequenced before a truncate
+    that precedes the event; else NULL. All of it in one window pass over (key, apply order).
     """
     ev, values = _events(frame, spec, schema)
     w = _key_window(spec)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    ordkey = F.struct(F.col(_SEQ).alias("s"), F.col(_RANK).alias("r"), F.col(_CID).alias("c"))
+    ev = ev.withColumn(_RN, F.row_number().over(w))
     upsert = ~F.col(_IS_DEL)
-    reset = F.last(F.when(F.col(_IS_DEL), ordkey), ignorenulls=True).over(upto)
+    reset = F.last(F.when(F.col(_IS_DEL), F.col(_RN)), ignorenulls=True).over(upto)
     sel = [_c(k) for k in spec.keys]
     for c in values:
         provided = F.col("__ac_prov").isNull() | F.array_contains(F.col("__ac_prov"), F.lit(c))
         if spec.ignore_null_updates:
             provided = provided & _c(c).isNotNull()
         last_set = F.last(
-            F.when(upsert & provided, F.struct(ordkey.alias("o"), _c(c).alias("v"))), ignorenulls=True
+            F.when(upsert & provided, F.struct(F.col(_RN).alias("n"), F.col(_SEQ).alias("s"), _c(c).alias("v"))),
+            ignorenulls=True,
         ).over(upto)
         sel.append(last_set.alias(c))
-    sel += [reset.alias(_RESET), F.col(_SEQ), F.col(_RANK), F.col(_CID), upsert.alias(_ALIVE)]
+    sel += [reset.alias(_RESET), F.col(_SEQ), F.col(_RANK), F.col(_CID), upsert.alias(_ALIVE),
+            F.col(_TLAST), F.col(_TNEXT)]
     st = ev.select(*sel)
+
+    def valid(c: str) -> Column:
+        after_delete = F.col(_RESET).isNull() | (_c(c)["n"] > F.col(_RESET))
+        after_truncate = F.col(_TLAST).isNull() | (_c(c)["s"] >= F.col(_TLAST))
+        return after_delete & after_truncate
+
     st = st.select(
         *[_c(k) for k in spec.keys],
-        *[
-            F.when(F.col(_RESET).isNull() | (_c(c)["o"] > F.col(_RESET)), _c(c)["v"]).alias(c)
-            for c in values
-        ],
-        _SEQ, _RANK, _CID, _ALIVE,
+        *[F.when(valid(c), _c(c)["v"]).alias(c) for c in values],
+        _SEQ, _RANK, _CID, _ALIVE, _TLAST, _TNEXT,
     )
     return st, values
 
@@ -430,7 +439,8 @@ def scd1(frame: DataFrame, spec: ApplyChangesSpec, *, schema: StructType | None 
     st, _ = _state(frame, spec, schema)
     w = _key_window(spec)
     last = st.withColumn("__ac_next", F.lead(F.lit(1)).over(w))
-    return last.where(F.col("__ac_next").isNull() & F.col(_ALIVE)).select(*[_c(c) for c in out_cols])
+    live = F.col("__ac_next").isNull() & F.col(_ALIVE) & F.col(_TNEXT).isNull()
+    return last.where(live).select(*[_c(c) for c in out_cols])
 
 
 def scd2(frame: DataFrame, spec: ApplyChangesSpec, *, schema: StructType | None = None) -> DataFrame:
@@ -450,23 +460,26 @@ def scd2(frame: DataFrame, spec: ApplyChangesSpec, *, schema: StructType | None 
     w = _key_window(spec)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     tuple_ = F.struct(*[_c(c) for c in tracked]) if tracked else F.lit(0)
-    alive, prev_alive = F.col(_ALIVE), F.coalesce(F.lag(F.col(_ALIVE)).over(w), F.lit(False))
+    alive = F.col(_ALIVE)
+    # The key existed just before this event: the previous event left it alive and no truncate
+    # came in between.
+    truncated_between = F.col(_TLAST).isNotNull() & (F.col(_TLAST) > F.lag(F.col(_SEQ)).over(w))
+    prev_alive = F.coalesce(F.lag(alive).over(w), F.lit(False)) & ~F.coalesce(truncated_between, F.lit(False))
     same = tuple_.eqNullSafe(F.lag(tuple_).over(w))
-    st = st.withColumn(
-        _BOUNDARY, (alive & (~prev_alive | ~same)) | (~alive & prev_alive)
-    )
+    st = st.withColumn(_BOUNDARY, (alive & (~prev_alive | ~same)) | (~alive & prev_alive))
+    next_seq = F.lead(F.col(_SEQ)).over(w)
     st = st.select(
         "*",
         F.last(F.when(F.col(_BOUNDARY), F.col(_SEQ)), ignorenulls=True).over(upto).alias(START_AT),
-        F.last(F.when(F.col(_BOUNDARY), alive), ignorenulls=True).over(upto).alias("__ac_version"),
         F.lead(F.col(_BOUNDARY)).over(w).alias("__ac_next_boundary"),
-        F.lead(F.col(_SEQ)).over(w).alias(END_AT),
+        next_seq.alias("__ac_next_seq"),
     )
-    ends = st.where(
-        F.coalesce(F.col("__ac_version"), F.lit(False))
-        & F.coalesce(F.col("__ac_next_boundary"), F.lit(True))
-    )
-    return ends.select(*[_c(c) for c in out_cols], F.col(START_AT), F.col(END_AT))
+    nxt = F.col("__ac_next_seq")
+    # A truncate before the key's next event (or after its last) closes the version.
+    trunc_end = F.col(_TNEXT).isNotNull() & (nxt.isNull() | (F.col(_TNEXT) <= nxt))
+    ends = st.where(alive & (nxt.isNull() | F.col("__ac_next_boundary") | trunc_end))
+    end_at = F.when(trunc_end, F.col(_TNEXT)).otherwise(nxt)
+    return ends.select(*[_c(c) for c in out_cols], F.col(START_AT), end_at.alias(END_AT))
 
 
 # ====================================================================== incremental (Delta)
@@ -515,6 +528,10 @@ def _null_safe_on(keys: Sequence[str], left: str, right: str) -> Column:
     return cond
 
 
+#: Up to this many touched keys, the history look-up broadcasts them (no shuffle of the log).
+_BROADCAST_KEYS = 2_000_000
+
+
 def _merge(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, kind: int) -> str:
     """Append ``changes`` to the log, recompute the keys they touch, MERGE them into ``target``.
 
@@ -537,12 +554,16 @@ def _merge(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChan
     if has_trunc:
         _write(compute(logdf, spec), target, "overwrite")
         return "recompute"
-    # Keys this batch touches; their whole history (plus every truncate) decides their rows.
-    touched = ev.select(*[_c(k) for k in keys]).distinct()
+    # Keys this batch touches (few: at most the batch's rows, so broadcast); their whole history
+    # (plus every truncate) decides their rows.
+    touched = ev.select(*[_c(k) for k in keys]).distinct().localCheckpoint(eager=True)
+    if touched.count() <= _BROADCAST_KEYS:
+        touched = F.broadcast(touched)
     hist = logdf.alias("l").join(touched.alias("t"), _null_safe_on(keys, "l", "t"), "left_semi")
     if spec.apply_as_truncates is not None:
         hist = hist.unionByName(logdf.where(F.expr(spec.apply_as_truncates)))
-    fresh = compute(hist, spec)
+    # Materialized once: it is both the MERGE source and the filter for stale target rows.
+    fresh = compute(hist, spec).localCheckpoint(eager=True)
     match = keys + ([START_AT] if kind == 2 else [])
     tgt = _read(spark, target)
     # Rows of touched keys that the recompute no longer produces (deleted keys, re-cut versions).
