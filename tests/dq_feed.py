@@ -68,3 +68,56 @@ def write_landing(folder: Path) -> Path:
     (folder / "000-snapshot.json").write_text("\n".join(snapshot_lines()) + "\n")
     (folder / "001-bad.json").write_text("\n".join(bad_lines()) + "\n")
     return folder
+
+
+RUN1, RUN2 = "2026-11-21 10:00:00", "2026-11-21 11:00:00"
+
+
+def pipeline_config():
+    from sqlcdc.config import PipelineConfig
+
+    return PipelineConfig(name="dq", sources={"inventory": SOURCE}, tables=(CUSTOMERS,), file="dq.yml")
+
+
+def build_warehouse(spark, warehouse: Path) -> dict[str, "object"]:
+    """The tables a pipeline run on this feed keeps, computed with the pipeline's own functions
+    (no SDP), written as Delta under ``warehouse/tables/``: the snapshot lands in run 1, the bad
+    file in run 2. Returns ``{table name: DataFrame read back}``."""
+    from pyspark.sql import functions as F
+
+    from debezium_events import seed_event
+    from sqlcdc import dq_metrics, expectations
+    from sqlcdc.formats import base, debezium
+
+    cols = [debezium.spec_from_connect_field(f) for f in seed_event()["schema"]["fields"][1]["fields"]]
+    rows = [(v, "file:/landing/000-snapshot.json") for v in snapshot_lines()]
+    rows += [(v, "file:/landing/001-bad.json") for v in bad_lines()]
+    raw = spark.createDataFrame(rows, "value string, source_file string")
+    bronze = raw.select(
+        base.record_id(F.col("source_file"), F.col("value")).alias("record_id"), "value", "source_file",
+        F.when(F.col("source_file").endswith("000-snapshot.json"), F.lit(RUN1)).otherwise(F.lit(RUN2))
+        .cast("timestamp").alias("ingest_time"),
+    )
+    schema = "debezium-envelope.schema.json"
+    valid = expectations.valid_envelopes(bronze, debezium, schema)
+    decoded = debezium.decode(valid, CUSTOMERS, cols)
+    checked = expectations.check(decoded.changes, CUSTOMERS, cols)
+    tables = {
+        "bronze_inventory": bronze,
+        "silver_customers": expectations.passed(checked, CUSTOMERS),
+        "quarantine_inventory": debezium.unrouted(valid, SOURCE, [CUSTOMERS])
+        .union(expectations.invalid_envelopes(bronze, debezium, schema, SOURCE))
+        .union(decoded.quarantine)
+        .union(expectations.quarantined(checked, CUSTOMERS)),
+        "dropped_inventory": expectations.dropped(checked, CUSTOMERS),
+    }
+    out = {}
+    for name, df in tables.items():
+        path = str(warehouse / "tables" / name)
+        df.write.format("delta").mode("overwrite").save(path)
+        out[name] = spark.read.format("delta").load(path)
+    metrics = dq_metrics.metrics(pipeline_config(), lambda n: out[n])
+    path = str(warehouse / "tables" / dq_metrics.TABLE)
+    metrics.write.format("delta").mode("overwrite").save(path)
+    out[dq_metrics.TABLE] = spark.read.format("delta").load(path)
+    return out

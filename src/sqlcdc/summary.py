@@ -1,7 +1,8 @@
 """Rows per table after a run, and the conservation check: every landed record is accounted for.
 
 For each source: ``landed`` (bronze records) must equal the records found in silver plus those in
-quarantine plus those skipped by definition (Debezium tombstones). Records are matched by bronze
+quarantine plus those dropped by ``expect_or_drop`` rules (``dropped_<source>``, which keeps their
+lineage and rule names) plus those skipped by definition (Debezium tombstones). Records are matched by bronze
 record id, so a decoder that makes one change out of several records (CT update pairs, CES
 segments) still balances.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc import formats
+from sqlcdc import dq_metrics, formats
 from sqlcdc.config import PipelineConfig
 
 
@@ -25,10 +26,11 @@ class Balance:
     in_silver: int
     quarantined: int
     skipped: int
+    dropped: int = 0
 
     @property
     def ok(self) -> bool:
-        return self.landed == self.in_silver + self.quarantined + self.skipped
+        return self.landed == self.in_silver + self.quarantined + self.skipped + self.dropped
 
 
 def table_path(warehouse: Path, table: str) -> Path:
@@ -57,6 +59,10 @@ def counts(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[tu
         add("silver", t.silver_table)
     for s in cfg.sources.values():
         add("quarantine", s.quarantine_table)
+    for s in cfg.sources.values():
+        if cfg.tables_of(s.name):
+            add("dropped", dq_metrics.dropped_table(s))
+    add("dq", dq_metrics.TABLE)
     for t in cfg.tables:
         for scd in t.scd_types:
             add("gold", t.scd1_table if scd == 1 else t.scd2_table)
@@ -80,11 +86,13 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
                 silver_ids = part if silver_ids is None else silver_ids.unionByName(part)
         q = _read(spark, warehouse, s.quarantine_table)
         q_ids = q.select(F.explode(F.split(F.col("bronze_record_id"), ",")).alias("record_id")) if q is not None else None
+        d = _read(spark, warehouse, dq_metrics.dropped_table(s))
+        d_ids = d.select(F.explode(F.split(F.col("bronze_record_id"), ",")).alias("record_id")) if d is not None else None
 
         def n_in(other: DataFrame | None) -> int:
             return 0 if other is None else ids.join(other.distinct(), "record_id", "left_semi").count()
 
-        result.append(Balance(s.name, ids.count(), n_in(silver_ids), n_in(q_ids), n_in(skipped)))
+        result.append(Balance(s.name, ids.count(), n_in(silver_ids), n_in(q_ids), n_in(skipped), n_in(d_ids)))
     return result
 
 
@@ -109,7 +117,8 @@ def print_summary(cfg: PipelineConfig, warehouse: Path) -> bool:
             ok &= b.ok
             print(
                 f"\nsource {b.source}: landed {b.landed} = silver {b.in_silver} + quarantine {b.quarantined}"
-                f" + skipped {b.skipped} ({status})"
+                + (f" + dropped {b.dropped}" if b.dropped else "")
+                + f" + skipped {b.skipped} ({status})"
             )
         return ok
     finally:

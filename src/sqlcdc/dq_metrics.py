@@ -1,0 +1,194 @@
+"""The ``dq_metrics`` table: per run, per table, per rule — rows checked, passed, failed, dropped,
+quarantined — plus freshness and lag. A materialized view recomputed from what the pipeline kept.
+
+**Run.** A run is the set of landed records sharing one bronze ``ingest_time`` (``run_time``):
+bronze stamps ``current_timestamp()`` once per micro-batch, and ``sqlcdc run`` reads what landed
+since the last run in one micro-batch, so locally a run is one ``sqlcdc run`` (a run that reads
+several micro-batches shows as several runs; a full refresh re-stamps everything as one run).
+
+**Where the counts come from** (no Spark listeners, no side tables: the tables are the truth):
+
+- ``silver_<table>``: rows kept; ``dq_warnings`` names the warn rules each row failed;
+- ``quarantine_<source>``: rows quarantined; ``rules`` names the rules (expectation rules, or the
+  decoder's own: ``decode``, ``routing``, ``<schema> <json path>: <keyword>`` for envelopes);
+- ``dropped_<source>``: rows removed by ``expect_or_drop`` rules, with their ``rules``;
+- ``bronze_<source>``: records landed, for rules checked before a record has a table (envelopes).
+
+Columns:
+
+=====================  ==========================================================================
+``run_time``           the run (bronze ingest time)
+``source_name``
+``table_name``         the onboarded table; ``*`` for source-level rules (envelope, routing)
+``rule``               rule name
+``rule_kind``          ``default`` (key/sequence/op), ``expectation`` (config), ``decoder``
+``action``             warn, drop, fail, quarantine (decoder rules: quarantine)
+``rows_checked``       rows the rule saw in the run: for expectation rules, the table's decoded
+                       changes (kept + dropped + quarantined by expectations); for decoder rules of
+                       a table, all its rows (incl. decode failures); for ``*``, records landed
+                       that are not skipped by definition (Debezium tombstones)
+``rows_failed``        rows that broke the rule = warned + dropped + quarantined
+``rows_passed``        checked - failed
+``rows_warned``        failed and kept in silver (action warn)
+``rows_dropped``       failed and dropped
+``rows_quarantined``   failed and quarantined
+``latest_commit_time`` newest source commit time among the table's rows of the run
+``lag_seconds``        run_time - latest_commit_time: how far behind the source the run landed
+``freshness_seconds``  measured_at - newest commit time of the table over all runs (staleness now)
+``measured_at``        when the view was computed
+=====================  ==========================================================================
+
+A row counted under a rule that removed it is not counted under the warn rules it also failed
+(silver rows carry ``dq_warnings``; a quarantined change carries only its quarantine rules).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from pyspark import pipelines as dp
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sqlcdc import expectations, formats
+from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig
+
+TABLE = "dq_metrics"
+SOURCE_LEVEL = "*"
+
+METRIC_COLUMNS = (
+    "run_time", "source_name", "table_name", "rule", "rule_kind", "action", "rows_checked", "rows_passed",
+    "rows_failed", "rows_warned", "rows_dropped", "rows_quarantined", "latest_commit_time", "lag_seconds",
+    "freshness_seconds", "measured_at",
+)
+
+
+def dropped_table(source: SourceConfig) -> str:
+    """Where ``expect_or_drop`` rows of ``source`` are recorded (quarantine columns)."""
+    return f"dropped_{source.name}"
+
+
+def declare(cfg: PipelineConfig) -> None:
+    """The ``dq_metrics`` materialized view (call after the silver/quarantine/dropped tables)."""
+
+    @dp.materialized_view(
+        name=TABLE,
+        comment="Data quality per run (bronze ingest time), table and rule: rows checked, passed, failed, "
+        "warned, dropped, quarantined; freshness and lag. See sqlcdc.dq_metrics.",
+    )
+    def dq_metrics() -> DataFrame:
+        return metrics(cfg, SparkSession.active().read.table)
+
+
+def _lit_array(values: list[str]) -> Column:
+    return F.array(*[F.lit(v) for v in values]).cast("array<string>")
+
+
+def _per_table(tables: list[TableConfig], value: Callable[[TableConfig], Column], default: Column) -> Column:
+    out = default
+    for t in tables:
+        out = F.when(F.col("table_name") == t.name, value(t)).otherwise(out)
+    return out
+
+
+def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame]) -> DataFrame:
+    """The metrics frame (see the module doc). ``read(name)`` returns a table as a batch frame.
+
+    Built from selects, unions, ``groupBy().agg()`` and joins only: valid inside an SDP query function.
+    """
+    keys = ["source_name", "table_name", "run_time"]
+    parts: list[DataFrame] = []
+    landed: list[DataFrame] = []
+    tables: list[TableConfig] = []
+    one, zero = F.lit(1), F.lit(0)
+
+    def event(df: DataFrame, source: SourceConfig, table: Column, rules: Column, kept, dropped, quarantined, reached,
+              commit_time: Column) -> DataFrame:
+        return df.select(
+            F.lit(source.name).alias("source_name"), table.cast("string").alias("table_name"),
+            F.col("bronze_ingest_time").alias("run_time"), rules.cast("array<string>").alias("rules"),
+            kept.alias("kept"), dropped.alias("dropped"), quarantined.alias("quarantined"),
+            reached.alias("reached"), commit_time.cast("timestamp").alias("commit_time"),
+        )
+
+    for source in cfg.sources.values():
+        decoder = formats.get(source.format)
+        src_tables = cfg.tables_of(source.name)
+        tables += src_tables
+        bronze = read(source.bronze_table)
+        skipped = decoder.is_skipped(bronze) if hasattr(decoder, "is_skipped") else F.lit(False)
+        landed.append(
+            bronze.where(~F.coalesce(skipped, F.lit(False))).select(
+                F.lit(source.name).alias("source_name"), F.lit(SOURCE_LEVEL).alias("table_name"),
+                F.col("ingest_time").alias("run_time"),
+            )
+        )
+        for t in src_tables:
+            parts.append(event(read(t.silver_table), source, F.lit(t.name), F.col(expectations.WARNINGS_COL),
+                               one, zero, zero, one, F.col("commit_time")))
+        q = read(source.quarantine_table)
+        exp_names = _per_table(src_tables, lambda t: _lit_array([r.name for r in expectations.rules_for(t)]),
+                               F.array().cast("array<string>"))
+        reached = F.when(F.col("table_name").isNotNull() & F.arrays_overlap(F.col("rules"), exp_names), one).otherwise(zero)
+        parts.append(event(q, source, F.coalesce(F.col("table_name"), F.lit(SOURCE_LEVEL)), F.col("rules"),
+                           zero, zero, one, reached, F.lit(None)))
+        if src_tables:
+            parts.append(event(read(dropped_table(source)), source, F.col("table_name"), F.col("rules"),
+                               zero, one, zero, one, F.lit(None)))
+
+    events = parts[0]
+    for p in parts[1:]:
+        events = events.union(p)
+
+    base = events.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("rows_all"), F.sum("reached").alias("rows_reached"),
+        F.max("commit_time").alias("latest_commit_time"),
+    )
+    bronze_base = landed[0]
+    for b in landed[1:]:
+        bronze_base = bronze_base.union(b)
+    bronze_base = bronze_base.groupBy(*keys).agg(F.count(F.lit(1)).alias("rows_all")).select(
+        *keys, "rows_all", F.col("rows_all").alias("rows_reached"), F.lit(None).cast("timestamp").alias("latest_commit_time")
+    )
+    base = base.where(F.col("table_name") != SOURCE_LEVEL).union(bronze_base)
+
+    failures = events.select(*keys, F.explode("rules").alias("rule"), "kept", "dropped", "quarantined")
+    configured = _per_table(tables, lambda t: _lit_array([r.name for r in expectations.rules_for(t)]),
+                            F.array().cast("array<string>"))
+    zeros = base.where(F.col("table_name") != SOURCE_LEVEL).select(
+        *keys, F.explode(configured).alias("rule"), zero.alias("kept"), zero.alias("dropped"), zero.alias("quarantined")
+    )
+    per_rule = failures.union(zeros).groupBy(*keys, "rule").agg(
+        F.sum("kept").cast("bigint").alias("rows_warned"), F.sum("dropped").cast("bigint").alias("rows_dropped"),
+        F.sum("quarantined").cast("bigint").alias("rows_quarantined"),
+    )
+
+    def lookup(attr: Callable) -> Column:
+        return _per_table(
+            tables,
+            lambda t: F.element_at(F.create_map(*[x for r in expectations.rules_for(t) for x in (F.lit(r.name), F.lit(attr(r)))]),
+                                   F.col("rule")),
+            F.lit(None).cast("string"),
+        )
+
+    kind = F.coalesce(lookup(lambda r: "default" if r.default else "expectation"), F.lit("decoder"))
+    action = F.coalesce(lookup(lambda r: r.action), F.lit("quarantine"))
+    fresh = events.where(F.col("table_name") != SOURCE_LEVEL).groupBy("source_name", "table_name").agg(
+        F.max("commit_time").alias("_newest_commit")
+    )
+    now = F.current_timestamp()
+    joined = per_rule.join(base, keys, "left").join(fresh, ["source_name", "table_name"], "left")
+    checked = F.when(kind == "decoder", F.col("rows_all")).otherwise(F.col("rows_reached")).cast("bigint")
+    failed = F.col("rows_warned") + F.col("rows_dropped") + F.col("rows_quarantined")
+    return joined.select(
+        "run_time", "source_name", "table_name", "rule", kind.alias("rule_kind"), action.alias("action"),
+        checked.alias("rows_checked"),
+        F.greatest(checked - failed, F.lit(0).cast("bigint")).alias("rows_passed"),
+        failed.cast("bigint").alias("rows_failed"), "rows_warned", "rows_dropped", "rows_quarantined",
+        "latest_commit_time",
+        (F.unix_micros(F.col("run_time")) - F.unix_micros(F.col("latest_commit_time"))).cast("double").__truediv__(1e6)
+        .alias("lag_seconds"),
+        (F.unix_micros(now) - F.unix_micros(F.col("_newest_commit"))).cast("double").__truediv__(1e6)
+        .alias("freshness_seconds"),
+        now.alias("measured_at"),
+    )
