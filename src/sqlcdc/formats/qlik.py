@@ -1,0 +1,904 @@
+"""Qlik Replicate / Talend Kafka target: metadata and data messages (JSON) -> canonical changes.
+
+Replicate writes two kinds of message per source table, one JSON document per landed line:
+
+* **metadata** (``MD``): ``lineage`` (``server``, ``task``, ``schema``, ``table``, ``tableVersion``,
+  ``timestamp``), ``tableStructure.tableColumns`` (per column: ``ordinal``, ``type``, ``length``,
+  ``precision``, ``scale``, ``primaryKeyPosition``) and ``dataSchema``. A DDL change on the source
+  increments ``tableVersion`` and produces a new metadata message.
+* **data** (``DT``): ``headers`` (``operation`` REFRESH | INSERT | UPDATE | DELETE,
+  ``changeSequence``, ``timestamp``, ``streamPosition``, ``transactionId``, ``changeMask``,
+  ``columnMask``, ``externalSchemaId``, ``transactionEventCounter``, ``transactionLastEvent``),
+  ``data`` and ``beforeData``.
+
+Both come bare or in the wrapper Replicate writes in JSON mode::
+
+    {"magic": "atMSG", "type": "DT", "headers": null, "messageSchemaId": null,
+     "messageSchema": null, "message": {"data": {...}, "beforeData": {...}, "headers": {...}}}
+
+Decisions (each one tested in ``tests/test_qlik.py``)
+-----------------------------------------------------
+
+Validation
+    ``schemas/qlik-data-message.schema.json`` and ``schemas/qlik-metadata-message.schema.json``
+    are the definition. On the hot path they are compiled into Spark predicates over a VARIANT
+    (:mod:`sqlcdc.formats._schema_check`); ``jsonschema`` runs only on the failing records, to word
+    the quarantine reason. A differential test proves both agree on generated good and bad messages.
+
+Which table a data message belongs to
+    First the message's own ``schema``/``table`` fields (tasks that add them); else its
+    ``headers.externalSchemaId`` equal to a metadata message's ``schemaId``; else the table
+    config option ``path_regex`` matched against the landed file's path (one topic per table).
+    Names compare case-insensitively (SQL Server's default collation).
+
+Which metadata version types a data message
+    The latest structure per (schema, table, tableVersion) is kept (a re-sent version: the latest
+    ``lineage.timestamp``, then ingest time). A data message is read with, in this order: the
+    version whose ``schemaId`` equals ``headers.externalSchemaId``; else the newest version whose
+    column names are exactly the names in ``data``/``beforeData`` (Replicate always writes every
+    column of the version, NULLs included); else the newest version that has all of them. A data
+    message for a table with **no metadata at all** is quarantined with that reason, never guessed.
+    As silver is recomputed from bronze each run (``STREAMING = False``), the record is decoded in
+    the first run after its metadata lands: quarantine is a holding area here, not a grave.
+
+Masks (``changeMask``, ``columnMask``)
+    Hex digits, little-endian: the first two digits are byte 0 and hold ordinals 1-8 (bit 0 =
+    ordinal 1), the next two hold ordinals 9-16, and so on. ``0B`` = bits 0, 1, 3 = ordinals
+    1, 2, 4 (the seed's own example). An odd number of digits gets a leading ``0``. The option
+    ``mask_byte_order: big`` (table or source ``options``) reads the bytes the other way round, for
+    producers that print the mask as one big-endian number. Ordinals map to names through the
+    metadata version that types the message. ``columnMask`` -> ``provided_columns`` (a column
+    absent from the mask keeps its value in gold; a present NULL sets NULL); an empty or missing
+    ``columnMask`` means every column the message carries. ``changeMask`` -> ``changed_columns``
+    (empty/missing: unknown, NULL). LOB columns are never in ``changeMask`` (Replicate leaves them
+    out), so ``changed_columns`` does not list them even when they changed.
+
+Ordering (``sequence``, see :mod:`sqlcdc.lsn`)
+    Qlik exposes no SQL Server LSN. ``commit_lsn`` = ``headers.changeSequence`` (fixed width,
+    monotonic across the task; all-digit values are left-padded with zeros to 40 so a wider
+    sequence still sorts after a narrower one), ``change_lsn`` = :data:`sqlcdc.lsn.BEFORE_ALL`,
+    ``serial`` = ``transactionEventCounter``. REFRESH (full load) records get
+    ``commit_lsn = BEFORE_ALL``: they order before every CDC change, as the brief requires. A
+    consequence: a *reload* after CDC started would order its REFRESH rows before the CDC rows
+    (Replicate reloads truncate the target first; run a full refresh of the pipeline then). Since
+    the sequence is not in LSN space, a Qlik table cannot be continued from another producer.
+
+Keys
+    ``keys:`` in the table config, else the columns with ``primaryKeyPosition > 0`` in the newest
+    metadata version, in key-position order (:func:`keys_for`). ``silver.key`` carries them, so
+    gold can read them from the silver schema too.
+
+Types (:func:`spec_for`)
+    INT1/2/4/8 -> tinyint/smallint/int/bigint; UINT1/2/4 -> smallint/int/bigint; UINT8 ->
+    decimal(20,0); NUMERIC(p,s) -> decimal(p,s) (p > 38 -> string, so no digit is lost); REAL4/8 ->
+    float/double; STRING/WSTRING -> string; CLOB/NCLOB -> string (LOB); DATE -> date; TIME ->
+    string ``HH:MM:SS`` (Delta has no TIME); DATETIME -> timestamp_ntz (Replicate's DATETIME has no
+    zone; fractions beyond microseconds are truncated); BOOLEAN -> boolean; BYTES/BLOB -> binary
+    from hex digits (Replicate's JSON spelling of binary). An unknown type name is kept as string.
+
+Schema evolution
+    :func:`columns_for` returns the union of every version's columns (newest version first, in its
+    ordinal order; then columns only older versions had). A column added by a later version reads
+    NULL in rows typed by an earlier version and is not in their ``provided_columns``. Because
+    ``columns_for`` runs at pipeline definition time it reads the metadata messages from the landing
+    folder (a Spark scan filtered on ``"tableStructure"``; put them under
+    ``options.metadata_landing`` to make that scan tiny). The next pipeline run after a new
+    ``tableVersion`` lands sees the new column; silver and gold are recomputed, so earlier rows
+    read NULL for it.
+
+Options (source ``options``, overridable per table ``options``)
+    ``metadata_landing``: extra folder with metadata messages; ``glob``: file name filter;
+    ``path_regex`` (table only): landed files of this table; ``mask_byte_order``: little | big.
+
+Example::
+
+    from sqlcdc.formats import qlik
+    bronze = qlik.read_bronze(spark, source, streaming=False)
+    cols = qlik.columns_for(table, source, spark)
+    out = qlik.decode(bronze, table, cols)
+    out.changes.show(); out.quarantine.show()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from functools import lru_cache
+from typing import Any, Iterable
+
+import pandas as pd
+from jsonschema import Draft202012Validator
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from sqlcdc import lsn, model
+from sqlcdc.config import ConfigError, SourceConfig, TableConfig
+from sqlcdc.formats import Decoded
+from sqlcdc.formats import _schema_check as sc
+from sqlcdc.formats.base import read_text_lines, record_id
+from sqlcdc.values import ColumnSpec, provided_columns, typed_struct
+
+NAME = "qlik"
+STREAMING = False  # silver needs the metadata messages (other rows) and is recomputed each run
+
+DATA_SCHEMA = "qlik-data-message.schema.json"
+METADATA_SCHEMA = "qlik-metadata-message.schema.json"
+OPERATIONS = {"REFRESH": model.SNAPSHOT, "INSERT": model.INSERT, "UPDATE": model.UPDATE, "DELETE": model.DELETE}
+SEQUENCE_WIDTH = 40
+
+log = logging.getLogger(__name__)
+
+_COLUMN_DDL = "ordinal:int,type:string,length:bigint,precision:int,scale:int,primaryKeyPosition:int"
+#: One column of one metadata version, sorted by ordinal (the struct's first field).
+COLUMN_STRUCT = "struct<ordinal:int,name:string,type:string,length:bigint,precision:int,scale:int,pk:int>"
+
+
+# --- types ---------------------------------------------------------------------------------------
+
+_SIMPLE_TYPES: dict[str, tuple[str, str, bool]] = {
+    # Qlik type: (Spark type, encoding, lob)
+    "INT1": ("tinyint", "text", False),
+    "INT2": ("smallint", "text", False),
+    "INT4": ("int", "text", False),
+    "INT8": ("bigint", "text", False),
+    "UINT1": ("smallint", "text", False),
+    "UINT2": ("int", "text", False),
+    "UINT4": ("bigint", "text", False),
+    "UINT8": ("decimal(20,0)", "text", False),
+    "REAL4": ("float", "text", False),
+    "REAL8": ("double", "text", False),
+    "STRING": ("string", "text", False),
+    "WSTRING": ("string", "text", False),
+    "CLOB": ("string", "text", True),
+    "NCLOB": ("string", "text", True),
+    "DATE": ("date", "text", False),
+    "TIME": ("string", "text", False),
+    "DATETIME": ("timestamp_ntz", "text", False),
+    "TIMESTAMP": ("timestamp_ntz", "text", False),
+    "BOOLEAN": ("boolean", "text", False),
+    "BYTES": ("binary", "hex", False),
+    "BLOB": ("binary", "hex", True),
+}
+_TYPE_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$")
+
+
+def spec_for(
+    name: str,
+    qlik_type: str,
+    *,
+    precision: int | None = None,
+    scale: int | None = None,
+    ordinal: int | None = None,
+) -> ColumnSpec:
+    """The :class:`ColumnSpec` of a Qlik column.
+
+    >>> spec_for("price", "NUMERIC", precision=10, scale=2).spark_type
+    'decimal(10,2)'
+    >>> spec_for("price", "NUMERIC(12,3)").spark_type
+    'decimal(12,3)'
+    >>> spec_for("photo", "BLOB").encoding, spec_for("photo", "BLOB").lob
+    ('hex', True)
+    """
+    m = _TYPE_RE.match(qlik_type or "")
+    base = m.group(1).upper() if m else (qlik_type or "").upper()
+    if m and m.group(2) is not None:
+        precision = int(m.group(2))
+        scale = int(m.group(3)) if m.group(3) is not None else 0
+    if base in ("NUMERIC", "DECIMAL"):
+        p = precision or 38
+        s = scale or 0
+        if p > 38:
+            return ColumnSpec(name, "string", ordinal=ordinal, source_type=qlik_type)
+        return ColumnSpec(name, f"decimal({max(p, s)},{s})", ordinal=ordinal, source_type=qlik_type)
+    if base in _SIMPLE_TYPES:
+        t, enc, lob = _SIMPLE_TYPES[base]
+        return ColumnSpec(name, t, enc, lob=lob, ordinal=ordinal, source_type=qlik_type)
+    log.warning("qlik: column %s has type %r, unknown to sqlcdc: kept as string", name, qlik_type)
+    return ColumnSpec(name, "string", ordinal=ordinal, source_type=qlik_type)
+
+
+# --- masks ---------------------------------------------------------------------------------------
+
+
+def _mask_bytes(mask: Column, byte_order: str = "little") -> Column:
+    """Hex mask -> even-length upper-case hex whose first byte holds ordinals 1-8."""
+    digits = F.upper(F.trim(mask))
+    even = F.when(F.length(digits) % 2 == 1, F.concat(F.lit("0"), digits)).otherwise(digits)
+    if byte_order == "little":
+        return even
+    if byte_order == "big":
+        # reverse the byte pairs: "0102" -> "0201"
+        pairs = F.transform(F.sequence(F.lit(0), (F.length(even) / 2 - 1).cast("int")), lambda i: F.substring(even, i * 2 + 1, 2))
+        return F.when(F.length(even) > 0, F.array_join(F.reverse(pairs), "")).otherwise(even)
+    raise ValueError(f"mask_byte_order must be 'little' or 'big', not {byte_order!r}")
+
+
+def mask_has(mask: Column, ordinal: Column, byte_order: str = "little") -> Column:
+    """True when the (1-based) ``ordinal``'s bit is set in the hex ``mask``; False beyond its end.
+
+    >>> # 0B = 0000 1011: bits 0, 1, 3 -> ordinals 1, 2, 4
+    >>> # mask_has(F.lit("0B"), F.lit(4)) -> True; mask_has(F.lit("0B"), F.lit(3)) -> False
+    """
+    b = _mask_bytes(mask, byte_order)
+    index = ordinal - 1
+    byte_hex = F.substring(b, (F.floor(index / 8) * 2 + 1).cast("int"), 2)
+    value = F.conv(byte_hex, 16, 10).cast("int")
+    bit = value.bitwiseAND(F.pow(F.lit(2), index % 8).cast("int")) != 0
+    return F.coalesce((index >= 0) & (F.floor(index / 8) * 2 < F.length(b)) & bit, F.lit(False))
+
+
+def mask_ordinals(mask: Column, byte_order: str = "little") -> Column:
+    """``array<int>`` of the ordinals whose bit is set, ascending. ``0B`` -> ``[1, 2, 4]``."""
+    b = _mask_bytes(mask, byte_order)
+    return F.filter(F.sequence(F.lit(1), F.greatest(F.length(b) * 4, F.lit(1))), lambda o: mask_has(mask, o, byte_order))
+
+
+# --- parsing and validation ----------------------------------------------------------------------
+
+
+def _get(node: Column, *path: str, as_type: str = "variant") -> Column:
+    p = "$" + "".join(f"['{name}']" for name in path)
+    return F.try_variant_get(node, p, as_type)
+
+
+@lru_cache(maxsize=None)
+def _branches(schema_file: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(wrapped, bare) branches of a Qlik schema's top-level ``anyOf``."""
+    schema = sc.load(schema_file)
+    wrapped, bare = schema["anyOf"]
+    assert "magic" in wrapped["required"], f"{schema_file}: anyOf[0] must be the atMSG wrapper"
+    return wrapped, bare
+
+
+
+_NOT_A_MESSAGE = "$: neither a Qlik data message (headers/data) nor a metadata message (lineage/tableStructure)"
+_BAD_WRAPPER_TYPE = "$.type: the atMSG wrapper's type is neither DT (data) nor MD (metadata)"
+
+
+def _shape(doc: Column) -> tuple[Column, Column, Column]:
+    """(is-wrapped, kind ``DT``/``MD``/other/NULL, the message) of a parsed document.
+
+    A document is a wrapper when it has a non-null ``magic`` (the bare schemas allow only a null
+    one, so this equals the schemas' ``anyOf(wrapper, bare)``); its kind is then its ``type``.
+    A bare document is metadata when it has ``lineage`` or ``tableStructure``, else data when it
+    has ``headers``, ``data`` or ``beforeData``.
+    """
+    magic = _get(doc, "magic")
+    wrapped = F.coalesce(magic.isNotNull() & ~F.is_variant_null(magic), F.lit(False))
+    bare = (
+        F.when(_get(doc, "lineage").isNotNull() | _get(doc, "tableStructure").isNotNull(), F.lit("MD"))
+        .when(_get(doc, "headers").isNotNull() | _get(doc, "data").isNotNull() | _get(doc, "beforeData").isNotNull(), F.lit("DT"))
+    )
+    kind = F.when(wrapped, _get(doc, "type", as_type="string")).otherwise(bare)
+    return wrapped, kind, F.when(wrapped, _get(doc, "message")).otherwise(doc)
+
+
+def _rules(doc: Column, wrapped: Column, kind: Column, msg: Column, kinds: tuple[str, ...] = ("DT", "MD")) -> Column:
+    """``array<string>`` of the schema rules the document breaks (empty = valid).
+
+    The bare schema is compiled once and applied to the message (the document, or a wrapper's
+    ``message``); a wrapper adds the rules of its own fields. Rule names inside a wrapper's
+    message read ``$.message....``. Only the schemas of ``kinds`` are compiled (smaller code);
+    a record of another kind then gets the rule ``$: not a <kind> message``.
+    """
+    no_rules = F.array().cast("array<string>")
+    per_kind = {}
+    for k, schema_file in (("DT", DATA_SCHEMA), ("MD", METADATA_SCHEMA)):
+        if k not in kinds:
+            per_kind[k] = F.array(F.lit(f"$: not a {k} message"))
+            continue
+        wrapper, bare = _branches(schema_file)
+        shallow = dict(wrapper, properties={n: v for n, v in wrapper["properties"].items() if n != "message"})
+        in_msg = sc.violations(bare, msg)
+        nested = F.transform(in_msg, lambda r: F.concat(F.lit("$.message"), F.substring(r, 2, 10_000)))
+        as_wrapper = F.concat(sc.violations(shallow, doc), F.when(msg.isNotNull(), nested).otherwise(no_rules))
+        per_kind[k] = F.when(wrapped, as_wrapper).otherwise(in_msg)
+    return (
+        F.when(doc.isNull(), F.array(F.lit(sc.NOT_JSON)))
+        .when(wrapped & ~F.coalesce(kind.isin("DT", "MD"), F.lit(False)), F.array(F.lit(_BAD_WRAPPER_TYPE)))
+        .when(kind.isNull(), F.array(F.lit(_NOT_A_MESSAGE)))
+        .when(kind == "DT", per_kind["DT"])
+        .otherwise(per_kind["MD"])
+    )
+
+
+@lru_cache(maxsize=None)
+def _staged_rules(kinds: tuple[str, ...] = ("DT", "MD")) -> Column:
+    """:func:`_rules` over the columns ``_doc``, ``_wrapped``, ``_kind``, ``_msg`` (built once:
+    compiling the schemas into expressions costs seconds of py4j calls)."""
+    return _rules(F.col("_doc"), F.col("_wrapped"), F.col("_kind"), F.col("_msg"), kinds)
+
+
+def _parsed(bronze: DataFrame, kinds: tuple[str, ...] = ("DT", "MD")) -> DataFrame:
+    """Bronze + ``_doc`` (VARIANT), ``_wrapped``, ``_kind`` (DT/MD), ``_inner`` (the message),
+    ``_rules`` (broken schema rules) and ``_valid`` (only records of ``kinds`` can be valid)."""
+    df = bronze.select("*", F.try_parse_json(F.col("value")).alias("_doc"))
+    wrapped, kind, msg = _shape(F.col("_doc"))
+    df = df.select("*", wrapped.alias("_wrapped"), kind.alias("_kind"), msg.alias("_msg"))
+    df = df.select("*", _staged_rules(tuple(kinds)).alias("_rules"))
+    return df.select(
+        "*", F.coalesce(F.size("_rules") == 0, F.lit(False)).alias("_valid"), F.col("_msg").alias("_inner")
+    ).drop("_msg")
+
+
+@lru_cache(maxsize=None)
+def _inline(kinds: tuple[str, ...] = ("DT", "MD")) -> tuple[Column, Column, Column]:
+    """(valid, kind, message) as expressions over ``value`` alone (for :func:`is_skipped`)."""
+    doc = F.try_parse_json(F.col("value"))
+    wrapped, kind, msg = _shape(doc)
+    valid = F.coalesce(F.size(_rules(doc, wrapped, kind, msg, kinds)) == 0, F.lit(False))
+    return valid, kind, msg
+
+
+def is_valid(value: Column | None = None) -> Column:
+    """The hot-path verdict on the landed line in ``value`` (the bronze column of that name)."""
+    if value is not None and value._jc.toString() != "value":
+        doc = F.try_parse_json(value)
+        wrapped, kind, msg = _shape(doc)
+        return F.coalesce(F.size(_rules(doc, wrapped, kind, msg)) == 0, F.lit(False))
+    return _inline()[0]
+
+
+# --- jsonschema, for the reason of failing records only ---------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def _validators() -> dict[tuple[str, int], Draft202012Validator]:
+    out = {}
+    for kind, schema_file in (("DT", DATA_SCHEMA), ("MD", METADATA_SCHEMA)):
+        for i, branch in enumerate(_branches(schema_file)):
+            out[(kind, i)] = Draft202012Validator(branch)
+    return out
+
+
+def _py_kind(doc: dict[str, Any]) -> tuple[str | None, bool]:
+    if doc.get("magic") is not None:
+        t = doc.get("type")
+        return (t if isinstance(t, str) else None), True
+    if "lineage" in doc or "tableStructure" in doc:
+        return "MD", False
+    if "headers" in doc or "data" in doc or "beforeData" in doc:
+        return "DT", False
+    return None, False
+
+
+def explain(text: str | None, *, limit: int = 2000) -> str | None:
+    """Why a landed line is not a valid Qlik message, in words (``None`` when it is valid).
+
+    >>> explain('{"headers": {"operation": "MERGE"}, "data": {}}')
+    "invalid Qlik data message (qlik-data-message.schema.json): $.headers.operation: 'MERGE' is not one of ['REFRESH', 'INSERT', 'UPDATE', 'DELETE']"
+    """
+    if text is None:
+        return "empty record (NULL line)"
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        return f"not JSON: {e}"
+    if not isinstance(doc, dict):
+        return f"not a JSON object but {type(doc).__name__}"
+    kind, wrapped = _py_kind(doc)
+    if kind not in ("DT", "MD"):
+        return _BAD_WRAPPER_TYPE + f" (got {doc.get('type')!r})" if wrapped else _NOT_A_MESSAGE
+    what, schema_file = ("data", DATA_SCHEMA) if kind == "DT" else ("metadata", METADATA_SCHEMA)
+    vals = _validators()
+    if any(vals[(kind, i)].is_valid(doc) for i in (0, 1)):
+        return None
+    errors = sorted(vals[(kind, 0 if wrapped else 1)].iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    parts = []
+    for err in errors:
+        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+        if err.validator == "anyOf" and err.context:
+            msg = "none of: " + " | ".join(sorted({c.message for c in err.context}))
+        else:
+            msg = err.message
+        parts.append(f"{where}: {msg[:300]}")
+    return f"invalid Qlik {what} message ({schema_file}): " + "; ".join(parts)[:limit]
+
+
+@lru_cache(maxsize=None)
+def _explain_udf():
+    """A vectorized (Arrow) UDF ``text -> reason``; apply it only to rows the predicates failed."""
+
+    @F.pandas_udf(StringType())
+    def _explain(texts: pd.Series) -> pd.Series:
+        return texts.map(lambda t: explain(t) if isinstance(t, str) else explain(None))
+
+    return _explain
+
+
+# --- metadata --------------------------------------------------------------------------------------
+
+
+def _version_number(node: Column) -> Column:
+    return F.try_variant_get(node, "$", "bigint")
+
+
+def _metadata_cols(inner: Column) -> Column:
+    """``array<COLUMN_STRUCT>`` of a metadata message, sorted by ordinal (NULL when unreadable)."""
+    tc = _get(inner, "tableStructure", "tableColumns")
+    as_map = F.try_variant_get(tc, "$", f"map<string,struct<{_COLUMN_DDL}>>")
+    as_list = F.try_variant_get(tc, "$", f"array<struct<name:string,{_COLUMN_DDL}>>")
+
+    def col(name: Column, c: Column) -> Column:
+        return F.struct(
+            c["ordinal"].alias("ordinal"), name.alias("name"), F.upper(F.trim(c["type"])).alias("type"),
+            c["length"].alias("length"), c["precision"].alias("precision"), c["scale"].alias("scale"),
+            F.coalesce(c["primaryKeyPosition"], F.lit(0)).alias("pk"),
+        )
+
+    cols = F.coalesce(
+        F.transform(F.map_entries(as_map), lambda e: col(e["key"], e["value"])),
+        F.transform(as_list, lambda c: col(c["name"], c)),
+    )
+    return F.array_sort(cols)
+
+
+def _metadata_fields(inner: Column) -> list[Column]:
+    """Columns of one metadata message (``inner`` = the bare message)."""
+    lineage = _get(inner, "lineage")
+    return [
+        _get(lineage, "schema", as_type="string").alias("_md_schema"),
+        _get(lineage, "table", as_type="string").alias("_md_table"),
+        _version_number(_get(lineage, "tableVersion")).alias("_md_version"),
+        _get(lineage, "server", as_type="string").alias("_md_server"),
+        _get(lineage, "task", as_type="string").alias("_md_task"),
+        _get(lineage, "timestamp", as_type="string").alias("_md_timestamp"),
+        _get(inner, "schemaId", as_type="string").alias("_md_schema_id"),
+        _metadata_cols(inner).alias("_md_cols"),
+    ]
+
+
+def _metadata_problem(cols: Column) -> Column:
+    """Why a metadata message's columns are unusable (NULL when usable)."""
+    bad = F.filter(cols, lambda c: c["ordinal"].isNull() | (c["ordinal"] < 1) | c["type"].isNull() | (c["type"] == ""))
+    ordinals = F.transform(cols, lambda c: c["ordinal"])
+    return (
+        F.when(cols.isNull(), F.lit("tableStructure.tableColumns: a column's properties do not read "
+                                    "(ordinal, precision, scale, primaryKeyPosition must be integers)"))
+        .when(F.size(cols) == 0, F.lit("tableStructure.tableColumns: no columns"))
+        .when(F.size(bad) > 0, F.format_string(
+            "tableStructure.tableColumns: column(s) %s lack an ordinal >= 1 or a type",
+            F.array_join(F.transform(bad, lambda c: c["name"]), ", ")))
+        .when(F.size(F.array_distinct(ordinals)) < F.size(ordinals), F.lit("tableStructure.tableColumns: duplicate ordinals"))
+    )
+
+
+def _metadata_rows(parsed: DataFrame) -> DataFrame:
+    """Every valid metadata message: ``_md_*`` columns + ``_md_problem`` (NULL = usable)."""
+    md = parsed.where(F.col("_valid") & (F.col("_kind") == "MD"))
+    md = md.select("*", *_metadata_fields(F.col("_inner")))
+    return md.select("*", _metadata_problem(F.col("_md_cols")).alias("_md_problem"))
+
+
+def _metadata_parsed(bronze: DataFrame) -> DataFrame:
+    """The metadata messages of ``bronze``, parsed and validated as such.
+
+    Pre-filtered on the text ``tableStructure`` (a required key of every metadata message) so
+    the data messages, nearly all of bronze, skip the parse here.
+    """
+    return _parsed(bronze.where(F.col("value").contains("tableStructure")), ("MD",))
+
+
+def metadata_versions(parsed: DataFrame) -> DataFrame:
+    """The latest structure per (schema, table, tableVersion), one row each.
+
+    Columns: ``schema, table, version, schema_id, server, task, timestamp, cols`` where ``cols``
+    is ``array<struct<ordinal, name, type, length, precision, scale, pk>>`` sorted by ordinal. A
+    version sent twice keeps the message with the latest ``lineage.timestamp``, then ingest time.
+    """
+    md = _metadata_rows(parsed).where(F.col("_md_problem").isNull())
+    latest = F.max_by(
+        F.struct(
+            F.col("_md_schema").alias("schema"), F.col("_md_table").alias("table"), F.col("_md_schema_id").alias("schema_id"),
+            F.col("_md_server").alias("server"), F.col("_md_task").alias("task"), F.col("_md_timestamp").alias("timestamp"),
+            F.col("_md_cols").alias("cols"),
+        ),
+        F.struct(F.col("_md_timestamp"), F.col("ingest_time"), F.col("record_id")),
+    )
+    grouped = md.groupBy(F.lower("_md_schema").alias("_s"), F.lower("_md_table").alias("_t"), F.col("_md_version").alias("version"))
+    return grouped.agg(latest.alias("_m")).select(
+        F.col("_m.schema").alias("schema"), F.col("_m.table").alias("table"), "version",
+        F.col("_m.schema_id").alias("schema_id"), F.col("_m.server").alias("server"), F.col("_m.task").alias("task"),
+        F.col("_m.timestamp").alias("timestamp"), F.col("_m.cols").alias("cols"),
+    )
+
+
+# --- routing ---------------------------------------------------------------------------------------
+
+
+def _option(table: TableConfig | None, source: SourceConfig, name: str, default: Any = None) -> Any:
+    if table is not None and name in (table.options or {}):
+        return table.options[name]
+    return (source.options or {}).get(name, default)
+
+
+def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
+    """Valid data messages + the header fields + identity (``_schema``, ``_table``) where known."""
+    dt = parsed.where(F.col("_valid") & (F.col("_kind") == "DT"))
+    inner, h = F.col("_inner"), _get(F.col("_inner"), "headers")
+    dt = dt.select(
+        "*",
+        _get(inner, "schema", as_type="string").alias("_msg_schema"),
+        _get(inner, "table", as_type="string").alias("_msg_table"),
+        _get(h, "operation", as_type="string").alias("_op"),
+        _get(h, "changeSequence", as_type="string").alias("_change_seq"),
+        _get(h, "timestamp", as_type="string").alias("_ts"),
+        _get(h, "transactionId", as_type="string").alias("_tx"),
+        _get(h, "changeMask", as_type="string").alias("_change_mask"),
+        _get(h, "columnMask", as_type="string").alias("_column_mask"),
+        _get(h, "externalSchemaId", as_type="string").alias("_ext_id"),
+        _get(h, "transactionEventCounter", as_type="bigint").alias("_counter"),
+        F.try_variant_get(inner, "$['data']", "map<string,string>").alias("_data"),
+        F.try_variant_get(inner, "$['beforeData']", "map<string,string>").alias("_before_data"),
+    )
+    ids = versions.where(F.col("schema_id").isNotNull()).groupBy("schema_id").agg(
+        F.max_by(F.struct("schema", "table"), "version").alias("_by_id")
+    )
+    dt = dt.join(F.broadcast(ids), dt["_ext_id"] == ids["schema_id"], "left").drop("schema_id")
+    by_msg = F.col("_msg_table").isNotNull()
+    return dt.select(
+        "*",
+        F.when(by_msg, F.col("_msg_schema")).otherwise(F.col("_by_id.schema")).alias("_schema"),
+        F.when(by_msg, F.col("_msg_table")).otherwise(F.col("_by_id.table")).alias("_table"),
+    ).drop("_by_id")
+
+
+def _matches(table: TableConfig) -> Column:
+    """The data message (of :func:`_data_rows`) belongs to ``table``."""
+    by_name = (F.lower(F.col("_table")) == table.table.lower()) & (
+        F.col("_schema").isNull() | (F.lower(F.col("_schema")) == table.schema.lower())
+    )
+    regex = (table.options or {}).get("path_regex")
+    by_path = F.col("_table").isNull() & F.col("source_file").rlike(regex) if regex else F.lit(False)
+    return F.coalesce(by_name, F.lit(False)) | F.coalesce(by_path, F.lit(False))
+
+
+def _table_versions(versions: DataFrame, table: TableConfig) -> DataFrame:
+    return versions.where(
+        (F.lower(F.col("schema")) == table.schema.lower()) & (F.lower(F.col("table")) == table.table.lower())
+    )
+
+
+# --- bronze ----------------------------------------------------------------------------------------
+
+
+def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = True) -> DataFrame:
+    """Landed Qlik messages, one JSON document per line (data and metadata messages alike).
+
+    With ``options.metadata_landing`` the metadata messages' folder is read too (union).
+    """
+    if not source.landing:
+        raise ConfigError([f"{source.file}: sources.{source.name}.landing: required for a Qlik file source"])
+    glob = source.options.get("glob")
+    out = read_text_lines(spark, source.landing, streaming=streaming, glob=glob)
+    extra = source.options.get("metadata_landing")
+    if extra:
+        out = out.unionByName(read_text_lines(spark, extra, streaming=streaming, glob=glob))
+    return out
+
+
+def is_skipped(bronze: DataFrame | None = None) -> Column:
+    """Valid metadata messages: they are not changes (counted, not quarantined).
+
+    Their content reaches silver as the typing of the data messages. A metadata message whose
+    columns do not read is *not* skipped: :func:`unrouted` quarantines it with the reason.
+    """
+    valid, kind, inner = _inline(("MD",))
+    problem = _metadata_problem(_metadata_cols(inner))
+    return F.coalesce(valid & (kind == "MD") & problem.isNull(), F.lit(False))
+
+
+def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
+    """Quarantine rows for what no table's :func:`decode` takes.
+
+    Invalid messages (reason: the jsonschema message, rules: the compiled rules broken), metadata
+    messages whose columns do not read, and data messages of no onboarded table (or whose table
+    cannot be told).
+    """
+    tables = list(tables)
+    # 1. invalid records and unusable metadata messages: one pass; jsonschema only on these rows
+    parsed = _parsed(bronze)
+    problem = _metadata_problem(_metadata_cols(F.col("_inner")))
+    md_problem = F.when(
+        F.col("_valid") & (F.col("_kind") == "MD") & problem.isNotNull(),
+        F.format_string(
+            "metadata message for %s.%s version %s: %s",
+            _get(F.col("_inner"), "lineage", "schema", as_type="string"),
+            _get(F.col("_inner"), "lineage", "table", as_type="string"),
+            _get(F.col("_inner"), "lineage", "tableVersion", as_type="string"),
+            problem,
+        ),
+    )
+    bad = parsed.select("*", md_problem.alias("_md_problem")).where(~F.col("_valid") | F.col("_md_problem").isNotNull())
+    bad = bad.select(
+        *model.quarantine_row(
+            source_name=source.name, source_format=NAME,
+            reason=F.coalesce(F.col("_md_problem"), _explain_udf()(F.col("value"))),
+            rules=F.when(F.col("_valid"), F.array(F.lit("metadata"))).otherwise(F.col("_rules")),
+        )
+    )
+    # 2. valid data messages no onboarded table takes
+    versions = metadata_versions(_metadata_parsed(bronze))
+    dt = _data_rows(_parsed(bronze, ("DT",)), versions)
+    taken = F.lit(False)
+    for t in tables:
+        taken = taken | _matches(t)
+    names = ", ".join(t.qualified for t in tables) or "none"
+    reason = F.when(
+        F.col("_table").isNotNull(),
+        F.format_string("no onboarded table for %s.%s in source %s (onboarded: %s)",
+                        F.coalesce(F.col("_schema"), F.lit("?")), F.col("_table"), F.lit(source.name), F.lit(names)),
+    ).otherwise(F.format_string(
+        "cannot tell which table this data message belongs to: it has no schema/table fields, its "
+        "headers.externalSchemaId (%s) matches no metadata message's schemaId, and no table's "
+        "options.path_regex matches its file", F.coalesce(F.col("_ext_id"), F.lit("absent"))))
+    orphans = dt.where(~taken).select(
+        *model.quarantine_row(source_name=source.name, source_format=NAME, reason=reason, rules=F.array(F.lit("routing")))
+    )
+    return bad.unionByName(orphans)
+
+
+# --- decoding --------------------------------------------------------------------------------------
+
+
+def _padded_sequence(seq: Column) -> Column:
+    s = F.trim(seq)
+    return F.when(s.rlike("^[0-9]+$") & (F.length(s) < SEQUENCE_WIDTH), F.lpad(s, SEQUENCE_WIDTH, "0")).otherwise(s)
+
+
+def _utc(ts: Column) -> Column:
+    """Replicate's UTC time text (``2023-09-11T03:23:25.000``) -> timestamp, whatever the session zone."""
+    ntz = ts.try_cast("timestamp_ntz")
+    return F.coalesce(
+        F.convert_timezone(F.lit("UTC"), F.current_timezone(), ntz).cast("timestamp"),
+        ts.try_cast("timestamp"),
+    )
+
+
+def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
+    """Bronze rows of ``table`` -> canonical changes + quarantine rows.
+
+    ``bronze`` holds every landed record of the source (metadata messages included: they type the
+    data messages). See the module docstring for routing, versions, masks, ordering and keys.
+    """
+    source = table.source
+    byte_order = str(_option(table, source, "mask_byte_order", "little")).lower()
+    keys = list(table.keys) or _keys_from_columns(table, columns)
+    names = [c.name for c in columns]
+    versions = metadata_versions(_metadata_parsed(bronze))
+    dt = _data_rows(_parsed(bronze, ("DT",)), versions).where(_matches(table))
+
+    # all versions of this table as one row (an empty array when none arrived): broadcast to every message
+    tv = _table_versions(versions, table).select(
+        F.struct(
+            "version", "schema_id", "server", "task", "cols",
+            F.array_sort(F.transform("cols", lambda c: c["name"])).alias("names"),
+        ).alias("v")
+    )
+    catalog = tv.agg(F.collect_list("v").alias("_versions"))
+    dt = dt.crossJoin(F.broadcast(catalog))
+
+    op_raw = F.col("_op")
+    is_delete = op_raw == "DELETE"
+    raw_after = F.when(~is_delete, F.col("_data"))
+    raw_before = F.when(is_delete, F.coalesce(F.col("_before_data"), F.col("_data"))).otherwise(F.col("_before_data"))
+    empty = F.array().cast("array<string>")
+    msg_names = F.array_sort(F.array_union(
+        F.coalesce(F.map_keys(raw_after), empty), F.coalesce(F.map_keys(raw_before), empty)))
+
+    def rank(v: Column) -> Column:
+        return (
+            F.when(F.col("_ext_id").isNotNull() & (F.col("_ext_id") == v["schema_id"]), F.lit(1))
+            .when(v["names"] == msg_names, F.lit(2))
+            .when(F.size(F.array_except(msg_names, v["names"])) == 0, F.lit(3))
+            .otherwise(F.lit(9))
+        )
+
+    ranked = F.transform("_versions", lambda v: F.struct(rank(v).alias("r"), (-v["version"]).alias("nv"), v.alias("m")))
+    best = F.array_min(F.filter(ranked, lambda x: x["r"] < 9))
+    dt = dt.select("*", msg_names.alias("_msg_names"), best["m"].alias("_meta"))
+
+    after, after_errors = typed_struct(raw_after, columns)
+    before, before_errors = typed_struct(raw_before, columns)
+    meta_cols = F.col("_meta.cols")
+
+    def mask_names(mask: Column) -> Column:
+        hit = F.filter(meta_cols, lambda c: mask_has(mask, c["ordinal"], byte_order))
+        return F.filter(F.transform(hit, lambda c: c["name"]), lambda n: n.isin(*names) if names else F.lit(False))
+
+    has_col_mask = F.coalesce(F.length(F.trim(F.col("_column_mask"))) > 0, F.lit(False))
+    has_change_mask = F.coalesce(F.length(F.trim(F.col("_change_mask"))) > 0, F.lit(False))
+    provided = F.when(is_delete, F.lit(None).cast("array<string>")).when(
+        has_col_mask, mask_names(F.col("_column_mask"))
+    ).otherwise(provided_columns(raw_after, columns) if columns else empty)
+    changed = F.when(has_change_mask, mask_names(F.col("_change_mask")))
+    dt = dt.select(
+        "*", after.alias("_after0"), before.alias("_before"), provided.alias("_provided"), changed.alias("_changed"),
+        F.concat(after_errors, before_errors).alias("_value_errors"),
+    )
+
+    # An UPDATE whose columnMask leaves a key column out keeps that key value from beforeData.
+    is_update = F.col("_op") == "UPDATE"
+    after_fields = []
+    for c in names:
+        value = F.col("_after0")[c]
+        if c in keys:
+            value = F.when(
+                is_update & F.col("_provided").isNotNull() & ~F.array_contains(F.col("_provided"), c), F.col("_before")[c]
+            ).otherwise(value)
+        after_fields.append(value.alias(c))
+    after_s = F.struct(*after_fields) if after_fields else F.struct()
+    provided_s = F.when(
+        is_update & F.col("_provided").isNotNull(),
+        F.array_union(F.col("_provided"), F.array(*[F.lit(k) for k in keys]) if keys else empty),
+    ).otherwise(F.col("_provided"))
+    image = F.when(F.col("_op") == "DELETE", F.col("_before")).otherwise(F.col("_after"))
+    dt = dt.select("*", after_s.alias("_after"), provided_s.alias("_provided_k"))
+    key = F.struct(*[image[k].alias(k) for k in keys]) if keys else F.struct()
+    key_nulls = F.filter(F.array(*[F.when(image[k].isNull(), F.lit(k)) for k in keys]), lambda x: x.isNotNull()) if keys else empty
+    dt = dt.select("*", key.alias("_key"), key_nulls.alias("_key_nulls"))
+
+    unknown = F.array_except(F.col("_msg_names"), F.flatten(F.transform("_versions", lambda v: v["names"])))
+    qualified = f"{table.schema}.{table.table}"
+    problem = (
+        F.when(F.size("_versions") == 0, F.lit(
+            f"no metadata message for {qualified} has arrived yet: the data message is held in quarantine, not "
+            "guessed; silver is recomputed from bronze each run, so it is decoded once the metadata lands"))
+        .when(F.col("_meta").isNull() & (F.size(unknown) > 0), F.format_string(
+            f"column(s) %s of the data message are in no metadata version of {qualified} (versions: %s)",
+            F.array_join(unknown, ", "), F.array_join(F.transform("_versions", lambda v: v["version"].cast("string")), ", ")))
+        .when(F.col("_meta").isNull(), F.format_string(
+            f"no single metadata version of {qualified} has all the columns of the data message (%s)",
+            F.array_join(F.col("_msg_names"), ", ")))
+        .when(F.lit(not keys), F.lit(
+            f"{qualified} has no key: no column with primaryKeyPosition > 0 in its metadata and no `keys` in config"))
+    )
+    reasons = F.filter(
+        F.concat(
+            F.array(problem),
+            F.when(problem.isNull(), F.col("_value_errors")).otherwise(empty),
+            F.when(problem.isNull(), F.transform("_key_nulls", lambda k: F.format_string(
+                "key column %s is NULL in the %s message", k, F.col("_op")))).otherwise(empty),
+        ),
+        lambda r: r.isNotNull(),
+    )
+    dt = dt.select("*", reasons.alias("_reasons"))
+    good, bad = dt.where(F.size("_reasons") == 0), dt.where(F.size("_reasons") > 0)
+
+    op = F.element_at(F.create_map(*[x for k, v in OPERATIONS.items() for x in (F.lit(k), F.lit(v))]), F.col("_op"))
+    is_refresh = F.col("_op") == "REFRESH"
+    sequence = lsn.sequence(
+        F.when(is_refresh, F.lit(lsn.BEFORE_ALL)).otherwise(_padded_sequence(F.col("_change_seq"))),
+        F.lit(lsn.BEFORE_ALL),
+        F.coalesce(F.col("_counter"), F.lit(0)),
+    )
+    inner = F.col("_inner")
+    change_id = record_id(
+        F.lit(NAME), F.lower(F.coalesce(F.col("_schema"), F.lit(table.schema))),
+        F.lower(F.coalesce(F.col("_table"), F.lit(table.table))), F.col("_op"), F.col("_change_seq"),
+        F.col("_counter"), F.col("_tx"), F.to_json(_get(inner, "data")), F.to_json(_get(inner, "beforeData")),
+    )
+    changes = good.select(
+        *model.change_row(
+            change_id=change_id,
+            source_format=NAME,
+            table_name=table.name,
+            op=op,
+            key=F.col("_key"),
+            before=F.when(F.col("_op").isin("UPDATE", "DELETE") & raw_before.isNotNull(), F.col("_before")),
+            after=F.when(~is_delete, F.col("_after")),
+            sequence=sequence,
+            source_server=F.concat_ws("/", F.col("_meta.server"), F.col("_meta.task")),
+            source_schema=F.coalesce(F.col("_schema"), F.lit(table.schema)),
+            source_table=F.coalesce(F.col("_table"), F.lit(table.table)),
+            provided_columns=F.col("_provided_k"),
+            changed_columns=F.col("_changed"),
+            commit_time=F.when(~is_refresh, _utc(F.col("_ts"))),
+            transaction_id=F.col("_tx"),
+        )
+    )
+    quarantine = bad.select(
+        *model.quarantine_row(
+            source_name=source.name, source_format=NAME, table_name=table.name,
+            reason=F.array_join(F.col("_reasons"), "; "), rules=F.array(F.lit("decode")),
+        )
+    )
+    return Decoded(changes=changes, quarantine=quarantine)
+
+
+# --- columns and keys (pipeline definition time) ----------------------------------------------------
+
+
+def discover(spark: SparkSession, source: SourceConfig) -> DataFrame:
+    """Metadata versions (:func:`metadata_versions`) found in the source's landing folders.
+
+    A batch scan of the landed lines that contain ``"tableStructure"`` (metadata messages are
+    few and small); folders that do not exist yet give no versions.
+    """
+    paths = [p for p in (source.landing, source.options.get("metadata_landing")) if p]
+    frames = []
+    for p in paths:
+        try:
+            frames.append(read_text_lines(spark, p, streaming=False, glob=source.options.get("glob")))
+        except AnalysisException as e:  # PATH_NOT_FOUND: nothing landed yet
+            log.info("qlik: no metadata under %s yet (%s)", p, e.getCondition() if hasattr(e, "getCondition") else e)
+    if not frames:
+        empty = spark.createDataFrame([], "record_id string, value string, source_file string, ingest_time timestamp")
+        return metadata_versions(_metadata_parsed(empty))
+    bronze = frames[0]
+    for f in frames[1:]:
+        bronze = bronze.unionByName(f)
+    return metadata_versions(_metadata_parsed(bronze))
+
+
+def _versions_of(table: TableConfig, source: SourceConfig, spark: SparkSession | None) -> list[dict[str, Any]]:
+    spark = spark or SparkSession.active()
+    rows = _table_versions(discover(spark, source), table).orderBy("version").collect()
+    return [r.asDict(recursive=True) for r in rows]
+
+
+def _union_columns(versions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Newest version's columns in ordinal order, then columns only older versions had."""
+    out: dict[str, dict[str, Any]] = {}
+    for v in sorted(versions, key=lambda v: -v["version"]):
+        for c in sorted(v["cols"], key=lambda c: c["ordinal"]):
+            out.setdefault(c["name"], c)
+    return list(out.values())
+
+
+def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[ColumnSpec]:
+    """The table's typed columns: the union of every metadata version's columns (see module doc).
+
+    ``columns:`` in the table config override the type of a column by name (Spark SQL type); when
+    no metadata message has landed yet they define the table, so it can be onboarded before its
+    first metadata message (its data messages wait in quarantine until then). With neither, a
+    :class:`ConfigError` says so.
+    """
+    overrides = {c["name"]: c for c in table.columns}
+    versions = _versions_of(table, source, spark)
+    if not versions:
+        if table.columns:
+            return [ColumnSpec(c["name"], c["type"], lob=bool(c.get("lob", False))) for c in table.columns]
+        raise ConfigError([
+            f"{table.file}:1: table: no Qlik metadata message for {table.qualified} under "
+            f"{', '.join(p for p in (source.landing, source.options.get('metadata_landing')) if p)} yet, and no "
+            "`columns:` in the table config: land the metadata messages first, or give `columns:` and `keys:`"
+        ])
+    specs = []
+    for c in _union_columns(versions):
+        if c["name"] in overrides:
+            o = overrides[c["name"]]
+            specs.append(ColumnSpec(c["name"], o["type"], lob=bool(o.get("lob", False)), ordinal=c["ordinal"], source_type=c["type"]))
+        else:
+            specs.append(spec_for(c["name"], c["type"], precision=c["precision"], scale=c["scale"], ordinal=c["ordinal"]))
+    return specs
+
+
+_discovered_keys: dict[tuple[str, str], list[str]] = {}
+
+
+def keys_for(table: TableConfig, source: SourceConfig | None = None, spark: SparkSession | None = None) -> list[str]:
+    """Key columns: ``keys:`` from config, else ``primaryKeyPosition`` of the newest metadata version.
+
+    >>> # metadata: ID (primaryKeyPosition 1), NAME (0)  ->  ["ID"]
+    """
+    if table.keys:
+        return list(table.keys)
+    source = source or table.source
+    versions = _versions_of(table, source, spark)
+    if not versions:
+        return []
+    newest = max(versions, key=lambda v: v["version"])
+    keys = [c["name"] for c in sorted((c for c in newest["cols"] if (c["pk"] or 0) > 0), key=lambda c: c["pk"])]
+    _discovered_keys[(source.name, table.name)] = keys
+    return keys
+
+
+def _keys_from_columns(table: TableConfig, columns: list[ColumnSpec]) -> list[str]:
+    found = _discovered_keys.get((table.source.name, table.name))
+    if found is None:
+        found = keys_for(table)
+    return [k for k in found if k in {c.name for c in columns}]
