@@ -531,9 +531,15 @@ def _image_map(text: Column) -> Column:
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
     """Bronze of the table's source -> the table's canonical changes + quarantine rows.
 
+    Only complete events of this table (``eventsource.schema``/``tbl``, case-insensitive) are
+    decoded; pending and timed-out segments and other tables are :func:`unrouted`'s. Keys are the
+    config's ``keys``, else the ``pkkey`` names of the latest event (one Spark job).
+
     Quarantine reasons: the ``data`` schema message (jsonschema), images that are not JSON objects,
     an operation without the image it needs, values that do not read as their SQL Server type,
-    a missing key value, no commit LSN.
+    a missing key value, no commit LSN. For example an ``INS`` whose ``current`` has
+    ``"quantity": "two"`` for an ``int`` column gives
+    ``event <logicalid> (dbo.Purchases): column quantity: cannot read ["two"] as int (text)``.
     """
     source = table.source
     if not columns:
