@@ -14,9 +14,11 @@ recomputes every table from the landing folders.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -97,6 +99,57 @@ def run_pipeline(cfg: PipelineConfig, warehouse: Path, *, full_refresh: bool = F
     if full_refresh:
         cmd.append("--full-refresh-all")
     log_path = spec_path.parent / "last-run.log"
+    with _connect_port_lock(quiet):
+        return _run(cmd, env, spec_path, log_path, full_refresh, quiet)
+
+
+def _connect_port_lock(quiet: bool):
+    """One local run at a time on this machine.
+
+    ``spark-pipelines`` starts a Spark Connect server on the fixed port 15002 (pyspark picks an
+    ephemeral port only in its own test mode), so a second concurrent run fails with
+    ``BindException``. Runs queue on a lock file instead, and say so.
+    """
+    import contextlib
+
+    @contextlib.contextmanager
+    def lock():
+        path = Path(tempfile.gettempdir()) / "sqlcdc-spark-connect-15002.lock"
+        with path.open("w") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not quiet:
+                    print(f"sqlcdc run: another local run holds Spark Connect's port 15002; waiting ({path})", flush=True)
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            _wait_for_free_port(15002, quiet)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    return lock()
+
+
+def _wait_for_free_port(port: int, quiet: bool, timeout_s: float = 900.0) -> None:
+    """Wait (bounded) while something else, e.g. a Spark Connect server not started by sqlcdc,
+    listens on ``port``; then go on and let Spark report the clash if it is still there."""
+    import socket
+    import time as _time
+
+    deadline, told = _time.monotonic() + timeout_s, False
+    while _time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            if sock.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        if not told and not quiet:
+            print(f"sqlcdc run: port {port} (Spark Connect) is in use by another process; waiting", flush=True)
+            told = True
+        _time.sleep(2)
+
+
+def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool) -> int:
     if not quiet:
         print(f"sqlcdc run: starting Spark ({'full refresh' if full_refresh else 'incremental'}); "
               f"full log: {log_path}", flush=True)
