@@ -32,6 +32,7 @@ from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
 
 from sqlcdc import apply_changes, formats, model, runtime
+from sqlcdc import kafka
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
 from sqlcdc.values import ColumnSpec
 
@@ -108,6 +109,8 @@ def _bronze(source: SourceConfig) -> None:
 
     @dp.table(name=source.bronze_table, comment=f"Raw {source.format} envelopes from source {source.name}, as received.")
     def bronze() -> DataFrame:
+        if kafka.is_kafka_source(source):  # the transport is the pipeline's concern; the format the decoder's
+            return kafka.read_bronze(spark(), source)
         return decoder.read_bronze(spark(), source)
 
 
