@@ -531,7 +531,9 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     # One row per change-table row: the same row landed twice is kept once (lowest record_id).
     good = parsed.where(F.size("_reasons") == 0)
     dup = Window.partitionBy("_start", "_seq", "_op").orderBy("record_id")
-    good = good.withColumn("_dup", F.row_number().over(dup)).where(F.col("_dup") == 1).drop("_dup")
+    # (no .drop("_dup"): Spark Connect resolves drop() eagerly, which fails inside SDP flow
+    # registration; later selects are explicit, so the helper column goes no further.)
+    good = good.withColumn("_dup", F.row_number().over(dup)).where(F.col("_dup") == 1)
 
     # Debezium's event_serial_no: rows consumed so far at this (commit LSN, seqval) position.
     at_position = Window.partitionBy("_start", "_seq").orderBy(F.col("_cmd").asc_nulls_first(), "_op", "record_id")
