@@ -208,11 +208,6 @@ def dropped(checked: DataFrame, table: TableConfig) -> DataFrame:
     return _removed(checked.where(kept_out), table, "drop", "dropped")
 
 
-def empty_removed(spark) -> DataFrame:
-    """An empty frame with the quarantine columns (a source with no tables still gets its tables)."""
-    return spark.createDataFrame([], model.QUARANTINE_SCHEMA)
-
-
 # --- Databricks --------------------------------------------------------------------------------
 
 DATABRICKS_DECORATORS = {
@@ -255,6 +250,15 @@ def envelope_schema(decoder: ModuleType) -> str | None:
         return None
     name = ENVELOPE_SCHEMAS.get(decoder.NAME)
     return name if name and (SCHEMAS_DIR / name).is_file() else None
+
+
+def prepare_envelope_check(schema_file: str) -> None:
+    """Build the jsonschema UDF now, outside any SDP query function: creating it makes Spark Connect
+    parse its return type, which counts as analysis inside a query function."""
+    from sqlcdc.formats import _schema_check as sc
+
+    udf = sc.explain_udf(schema_file)
+    getattr(udf, "returnType", None)
 
 
 def envelope_violations(schema_file: str) -> Column:

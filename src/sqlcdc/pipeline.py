@@ -31,7 +31,7 @@ from functools import lru_cache
 from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
 
-from sqlcdc import apply_changes, formats, model, runtime
+from sqlcdc import apply_changes, dq_metrics, expectations, formats, model, runtime
 from sqlcdc import kafka
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
 from sqlcdc.values import ColumnSpec
@@ -115,23 +115,36 @@ def _bronze(source: SourceConfig) -> None:
 
 
 def declare_silver(cfg: PipelineConfig) -> None:
-    """Per table, silver changes; per source, one quarantine table for what could not be decoded."""
+    """Per table, silver changes (expectation-checked); per source, a quarantine table for what could
+    not be decoded or failed a quarantine rule and a ``dropped_`` table for expect_or_drop; and the
+    ``dq_metrics`` materialized view over them (:mod:`sqlcdc.dq_metrics`)."""
     for source in cfg.sources.values():
         tables = cfg.tables_of(source.name)
         if formats.get(source.format).STREAMING:
             _streaming_silver(source, tables)
         else:
             _batch_silver(source, tables)
+    dq_metrics.declare(cfg)
 
 
 def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     decoder = formats.get(source.format)
-    dp.create_streaming_table(
-        source.quarantine_table, comment=f"Records of source {source.name} that did not become changes, with the reason."
-    )
+    comment = f"Records of source {source.name} that did not become changes, with the reason."
+    dp.create_streaming_table(source.quarantine_table, comment=comment)
+    if tables:
+        dp.create_streaming_table(
+            dq_metrics.dropped_table(source),
+            comment=f"Changes of source {source.name} dropped by expect_or_drop rules: lineage and rule names.",
+        )
+    envelope = expectations.envelope_schema(decoder)
+    if envelope:
+        expectations.prepare_envelope_check(envelope)
 
-    def bronze() -> DataFrame:
+    def landed() -> DataFrame:
         return spark().readStream.table(source.bronze_table)
+
+    def bronze() -> DataFrame:  # what the decoder sees: envelopes that pass their JSON Schema
+        return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
 
     for table in tables:
         _streaming_table_flows(decoder, source, table, bronze)
@@ -140,31 +153,77 @@ def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     def unrouted() -> DataFrame:
         return decoder.unrouted(bronze(), source, tables)
 
+    if envelope:
+
+        @dp.append_flow(target=source.quarantine_table, name=f"envelope_{source.name}")
+        def invalid_envelopes() -> DataFrame:
+            return expectations.invalid_envelopes(landed(), decoder, envelope, source)
+
+
+def _checked(decoder, table: TableConfig, cols, bronze) -> DataFrame:
+    """Decoded changes of ``table`` with its expectations evaluated (:func:`sqlcdc.expectations.check`)."""
+    return expectations.check(decoder.decode(bronze(), table, cols).changes, table, cols)
+
 
 def _streaming_table_flows(decoder, source: SourceConfig, table: TableConfig, bronze) -> None:
     cols = list(columns(table))
 
-    @dp.table(
+    def silver() -> DataFrame:
+        return expectations.passed(_checked(decoder, table, cols, bronze), table)
+
+    if runtime.is_databricks():  # pragma: no cover - native expectations for the event log / UI
+        silver = _databricks_checked_view(decoder, table, cols, bronze, silver)
+
+    dp.table(
         name=table.silver_table,
         comment=table.comment or f"Changes of {table.qualified} ({source.format}), canonical model.",
         table_properties=table.table_properties or None,
         partition_cols=list(table.partition_cols) if table.partition_cols else None,
         cluster_by=list(table.cluster_by) if table.cluster_by else None,
-    )
-    def silver() -> DataFrame:
-        return decoder.decode(bronze(), table, cols).changes
+    )(silver)
 
     @dp.append_flow(target=source.quarantine_table, name=f"quarantine_{table.name}")
     def quarantine() -> DataFrame:
         return decoder.decode(bronze(), table, cols).quarantine
 
+    @dp.append_flow(target=source.quarantine_table, name=f"expectations_{table.name}")
+    def quarantine_expectations() -> DataFrame:
+        return expectations.quarantined(_checked(decoder, table, cols, bronze), table)
+
+    @dp.append_flow(target=dq_metrics.dropped_table(source), name=f"dropped_{table.name}")
+    def dropped() -> DataFrame:
+        return expectations.dropped(_checked(decoder, table, cols, bronze), table)
+
+
+def _databricks_checked_view(decoder, table: TableConfig, cols, bronze, silver):  # pragma: no cover
+    """On Databricks: the rules also run as native ``dp.expect_all*`` on a view of the checked rows
+    (the table's columns at top level, as the constraints name them); silver reads that view."""
+    view = f"{table.silver_table}_expectations"
+
+    def checked() -> DataFrame:
+        return _checked(decoder, table, cols, bronze)
+
+    dp.temporary_view(name=view)(expectations.with_databricks_expectations(checked, table, dp))
+
+    def silver_from_view() -> DataFrame:
+        src = spark().readStream.table(view) if formats.get(table.source.format).STREAMING else spark().read.table(view)
+        return expectations.passed(src, table)
+
+    return silver_from_view
+
 
 def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     """Decoders that pair or reassemble records recompute silver from all of bronze each run."""
     decoder = formats.get(source.format)
+    envelope = expectations.envelope_schema(decoder)
+    if envelope:
+        expectations.prepare_envelope_check(envelope)
+
+    def landed() -> DataFrame:
+        return spark().read.table(source.bronze_table)
 
     def bronze() -> DataFrame:
-        return spark().read.table(source.bronze_table)
+        return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
 
     for table in tables:
         _batch_table(decoder, table, bronze)
@@ -174,21 +233,42 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     )
     def quarantine() -> DataFrame:
         out = decoder.unrouted(bronze(), source, tables)
+        if envelope:
+            out = out.union(expectations.invalid_envelopes(landed(), decoder, envelope, source))
         for table in tables:
-            out = out.union(decoder.decode(bronze(), table, list(columns(table))).quarantine)  # same columns (model.quarantine_row)
+            cols = list(columns(table))
+            out = out.union(decoder.decode(bronze(), table, cols).quarantine)  # same columns (model.quarantine_row)
+            out = out.union(expectations.quarantined(_checked(decoder, table, cols, bronze), table))
         return out
+
+    if tables:
+
+        @dp.materialized_view(
+            name=dq_metrics.dropped_table(source),
+            comment=f"Changes of source {source.name} dropped by expect_or_drop rules: lineage and rule names.",
+        )
+        def dropped() -> DataFrame:
+            out = None
+            for table in tables:
+                part = expectations.dropped(_checked(decoder, table, list(columns(table)), bronze), table)
+                out = part if out is None else out.union(part)
+            return out
 
 
 def _batch_table(decoder, table: TableConfig, bronze) -> None:
     cols = list(columns(table))
 
-    @dp.materialized_view(
+    def silver() -> DataFrame:
+        return expectations.passed(_checked(decoder, table, cols, bronze), table)
+
+    if runtime.is_databricks():  # pragma: no cover
+        silver = _databricks_checked_view(decoder, table, cols, bronze, silver)
+
+    dp.materialized_view(
         name=table.silver_table,
         comment=table.comment or f"Changes of {table.qualified} ({table.source.format}), canonical model.",
         table_properties=table.table_properties or None,
-    )
-    def silver() -> DataFrame:
-        return decoder.decode(bronze(), table, cols).changes
+    )(silver)
 
 
 def declare_gold(cfg: PipelineConfig) -> None:
