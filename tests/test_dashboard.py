@@ -1,0 +1,161 @@
+"""The local DQ dashboard (opened in headless Chromium), the Lakeview dashboard, and one end-to-end run
+of a feed with known bad rows: quarantine, dropped, dq_metrics and the dashboard that shows them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from dq_feed import RULES_YAML, build_warehouse, write_landing
+from sqlcdc import dashboard
+
+ROOT = Path(__file__).resolve().parents[1]
+SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
+
+
+class _Dom(HTMLParser):
+    """Elements as (tag, attrs, text) of the DOM Chromium dumps after the page's scripts ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.elements: list[list] = []
+        self._open: list[list] = []
+
+    def handle_starttag(self, tag, attrs):
+        e = [tag, dict(attrs), ""]
+        self.elements.append(e)
+        if tag not in ("br", "meta", "circle", "line", "polyline", "i"):
+            self._open.append(e)
+
+    def handle_endtag(self, tag):
+        while self._open:
+            if self._open.pop()[0] == tag:
+                break
+
+    def handle_data(self, data):
+        for e in self._open[-1:]:
+            e[2] += data
+
+
+def rendered_dom(page: Path, tmp_path: Path) -> _Dom:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium; .ci/run does)")
+    out = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    dom = _Dom()
+    dom.feed(out.stdout)
+    return dom
+
+
+def cells(dom: _Dom, table: str) -> dict[tuple[str, str], str]:
+    return {(a["data-rule"], a["data-field"]): text for tag, a, text in dom.elements
+            if tag == "td" and a.get("data-table") == table and "data-rule" in a}
+
+
+def check_page_shows_the_bad_rows(dom: _Dom, checked: int = 4, landed: int = 7, runs: int = 2) -> None:
+    """``checked``: changes the expectations saw in the latest run; ``landed``: its non-tombstone records."""
+    body = [a for tag, a, _ in dom.elements if tag == "body"][0]
+    assert body["data-rendered"] == "true"  # the inline script ran to the end
+    c = cells(dom, "customers")
+    assert (c[("email_has_at", "rows_quarantined")], c[("email_has_at", "rows_failed")]) == ("1", "1")
+    assert (c[("id_in_range", "rows_dropped")], c[("id_in_range", "rows_checked")]) == ("1", str(checked))
+    assert c[("not_a_test_name", "rows_warned")] == "1"
+    assert c[("decode", "rows_quarantined")] == "1"
+    assert c[("key_not_null", "rows_failed")] == "0"
+    star = cells(dom, "*")
+    assert star[("debezium-envelope $.payload.op: enum", "rows_quarantined")] == "1"
+    assert star[("debezium-envelope $: not JSON", "rows_checked")] == str(landed)
+    # charts: one point per run for each failing rule, drawn as SVG
+    points = {(a["data-rule"], a["data-failed"]) for tag, a, _ in dom.elements if tag == "circle"}
+    assert {("email_has_at", "1"), ("id_in_range", "1"), ("not_a_test_name", "1")} <= points
+    if runs == 2:  # the snapshot's run: nothing failed
+        assert ("email_has_at", "0") in points
+    # samples: the quarantined and dropped records with their rules
+    rules = {text for tag, a, text in dom.elements if tag == "td" and a.get("class") == "rules"}
+    assert {"email_has_at", "id_in_range", "decode", "debezium-envelope $: not JSON"} <= rules
+    assert any(tag == "td" and a.get("data-field") == "freshness" and text.endswith(" d") for tag, a, text in dom.elements)
+
+
+def test_dashboard_page_renders_metrics_charts_and_samples_in_chromium(spark, tmp_path):
+    wh = tmp_path / "warehouse"
+    build_warehouse(spark, wh)
+    page = dashboard.write(spark, wh, tmp_path / "dq.html")
+    text = page.read_text()
+    assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text  # nothing fetched
+    check_page_shows_the_bad_rows(rendered_dom(page, tmp_path))
+
+
+def test_dashboard_data_cannot_break_out_of_the_page():
+    html = dashboard.render({"metrics": [], "samples": [{"raw": "</script><script>alert(1)</script>", "rules": []}]})
+    assert "</script><script>alert(1)" not in html
+    data = html.split('<script id="dq-data" type="application/json">')[1].split("</script>")[0]
+    assert json.loads(data)["samples"][0]["raw"] == "</script><script>alert(1)</script>"
+
+
+def test_lakeview_dashboard_reads_dq_metrics():
+    dash = json.loads((ROOT / "resources" / "dq_metrics.lvdash.json").read_text())
+    datasets = {d["name"]: "".join(d["queryLines"]) for d in dash["datasets"]}
+    assert all("dq_metrics" in q or "quarantine" in q for q in datasets.values())
+    names = set()
+    for page in dash["pages"]:
+        for item in page["layout"]:
+            for q in item["widget"].get("queries", []):
+                names.add(q["query"]["datasetName"])
+    assert names and names <= set(datasets)
+    from sqlcdc.bundle import bundle_problems
+
+    assert bundle_problems(ROOT / "databricks.yml") == []
+
+
+@pytest.mark.e2e
+def test_e2e_bad_feed_quarantined_dropped_counted_and_shown(spark, tmp_path):
+    """`sqlcdc run` on the feed of tests/dq_feed.py, then `sqlcdc dashboard`, then Chromium."""
+    landing = write_landing(tmp_path / "landing")
+    base = tmp_path / "config"
+    (base / "tables").mkdir(parents=True)
+    (base / "pipeline.yml").write_text(f"name: dq\nsources:\n  inventory:\n    format: debezium\n    landing: {landing}\n")
+    (base / "tables" / "customers.yml").write_text(
+        "source: inventory\ntable: dbo.customers\nkeys: [id]\nexpectations_file: ../rules/customers.yml\n")
+    (base / "rules").mkdir()
+    (base / "rules" / "customers.yml").write_text(RULES_YAML)
+    wh = tmp_path / "warehouse"
+    run = subprocess.run([SQLCDC, "run", "--config", str(base / "pipeline.yml"), "--warehouse", str(wh)],
+                         capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "source inventory: landed 12 = silver 6 + quarantine 4 + dropped 1 + skipped 1 (ok)" in run.stdout
+
+    def rows(name):
+        return spark.read.format("delta").load(str(wh / "tables" / name)).collect()
+
+    assert sorted((r.key.id, r.dq_warnings) for r in rows("silver_customers")) == [
+        (1001, []), (1002, []), (1003, []), (1004, []), (1005, []), (1007, ["not_a_test_name"])]
+    assert sorted(r.rules[0] for r in rows("quarantine_inventory")) == [
+        "debezium-envelope $.payload.op: enum", "debezium-envelope $: not JSON", "decode", "email_has_at"]
+    assert [json.loads(r.raw)["key"]["id"] for r in rows("dropped_inventory")] == [9001]
+    assert 9001 not in {r.id for r in rows("gold_customers_scd1")}
+
+    # one run (both files landed before it): 8 changes reach the expectations, 9 the decoder, 11 non-tombstones landed
+    metrics = rows("dq_metrics")
+    assert len({r.run_time for r in metrics}) == 1
+    failed = {(r.table_name, r.rule): (r.rows_checked, r.rows_failed) for r in metrics if r.rows_failed}
+    assert failed == {("customers", "email_has_at"): (8, 1), ("customers", "id_in_range"): (8, 1),
+                      ("customers", "not_a_test_name"): (8, 1), ("customers", "decode"): (9, 1),
+                      ("*", "debezium-envelope $.payload.op: enum"): (11, 1), ("*", "debezium-envelope $: not JSON"): (11, 1)}
+
+    page = tmp_path / "dq.html"
+    dash = subprocess.run([SQLCDC, "dashboard", "--warehouse", str(wh), "--out", str(page)],
+                          capture_output=True, text=True, timeout=600)
+    assert dash.returncode == 0, dash.stderr[-3000:]
+    check_page_shows_the_bad_rows(rendered_dom(page, tmp_path), checked=8, landed=11, runs=1)
