@@ -1,0 +1,311 @@
+"""Kafka and Event Hubs sources (:mod:`sqlcdc.kafka`), against a real single-node broker.
+
+* Options: what a ``kafka:`` / ``event_hubs:`` block becomes (no broker, no Spark), secrets redacted.
+* Broker tests on the shared SparkSession: bronze columns and lineage; at-least-once duplicates
+  (same offset re-read, same event produced twice) do not change gold.
+* A real ``sqlcdc run`` test (``e2e``): the same Debezium events via files and via Kafka give
+  identical gold tables.
+
+The broker (``tests/kafka_broker.py``) is Kafka 4.1 in KRaft mode on 127.0.0.1, started once per
+test session and stopped after.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from debezium_events import customer, event, line, lsn, sample_files
+from kafka_broker import KafkaBroker, wait_until
+from sqlcdc import apply_changes, kafka, model
+from sqlcdc.config import ConfigError, SourceConfig, TableConfig, load_pipeline
+from sqlcdc.formats import debezium
+
+SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
+COLUMNS = [("id", "int32"), ("first_name", "string"), ("last_name", "string"), ("email", "string")]
+COLS = [debezium.spec_from_config({"name": n, "type": t}) for n, t in COLUMNS]
+
+
+def kafka_source(name="stream", **block) -> SourceConfig:
+    return SourceConfig(name=name, format="debezium", landing=None, file="pipeline.yml", kafka=block)
+
+
+def eh_source(**block) -> SourceConfig:
+    return SourceConfig(name="ces_hub", format="ces", landing=None, file="pipeline.yml", event_hubs=block)
+
+
+# --- options (no broker) ---------------------------------------------------------------------------
+
+
+def test_kafka_block_becomes_spark_source_options():
+    opts = kafka.spark_options(kafka_source(
+        bootstrap_servers="127.0.0.1:9092,127.0.0.1:9093", topics=["a.dbo.x", "a.dbo.y"], starting_offsets="latest",
+        options={"maxOffsetsPerTrigger": 500, "fetch.min.bytes": 1, "kafka.client.id": "sqlcdc"},
+    ))
+    assert dict(opts) == {
+        "kafka.bootstrap.servers": "127.0.0.1:9092,127.0.0.1:9093",
+        "subscribe": "a.dbo.x,a.dbo.y",
+        "startingOffsets": "latest",
+        "includeHeaders": "true",
+        "maxOffsetsPerTrigger": "500",  # a Spark source option: as is
+        "kafka.fetch.min.bytes": "1",  # a Kafka client property: `kafka.` prefixed
+        "kafka.client.id": "sqlcdc",
+    }
+    assert opts.secret_keys == frozenset()
+    pattern = kafka.spark_options(kafka_source(bootstrap_servers="127.0.0.1:9092", topic_pattern=r"server1\.dbo\..*"))
+    assert pattern["subscribePattern"] == r"server1\.dbo\..*" and "subscribe" not in pattern
+    assert pattern["startingOffsets"] == "earliest"
+
+
+def test_sasl_password_comes_from_the_environment_and_is_redacted():
+    src = kafka_source(bootstrap_servers="127.0.0.1:9094", topic="t", security_protocol="SASL_SSL",
+                       sasl_mechanism="SCRAM-SHA-512", username="cdc-reader", password_secret={"env": "KAFKA_PW"},
+                       options={"ssl.truststore.password": "${TRUST_PW}"})
+    opts = kafka.spark_options(src, env={"KAFKA_PW": "pa\"ss-1", "TRUST_PW": "trust-2"})
+    assert opts["kafka.security.protocol"] == "SASL_SSL"
+    assert opts["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert opts["kafka.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="cdc-reader" password="pa\\"ss-1";'
+    )
+    assert opts["kafka.ssl.truststore.password"] == "trust-2"
+    assert opts.secret_keys == {"kafka.sasl.jaas.config", "kafka.ssl.truststore.password"}
+    for shown in (repr(opts), str(opts), json.dumps(opts.redacted())):
+        assert "pa\\\"ss-1" not in shown and "pa\"ss-1" not in shown and "trust-2" not in shown
+    assert opts.redacted()["kafka.sasl.jaas.config"] == "***"
+    assert opts.redacted()["kafka.bootstrap.servers"] == "127.0.0.1:9094"
+
+
+def test_missing_or_local_secret_is_a_config_error_naming_the_reference_not_a_value():
+    src = kafka_source(bootstrap_servers="127.0.0.1:9094", topic="t", security_protocol="SASL_PLAINTEXT",
+                       username="u", password_secret={"env": "NOT_SET_ANYWHERE"})
+    with pytest.raises(ConfigError, match="NOT_SET_ANYWHERE is not set"):
+        kafka.spark_options(src, env={})
+    scoped = kafka_source(bootstrap_servers="127.0.0.1:9094", topic="t", security_protocol="SASL_SSL",
+                          username="u", password_secret={"scope": "cdc", "key": "kafka-pw"})
+    with pytest.raises(ConfigError, match="only on Databricks"):
+        kafka.spark_options(scoped, env={})
+    seen = []
+    opts = kafka.spark_options(scoped, env={}, scopes=lambda s, k: seen.append((s, k)) or "from-scope")
+    assert seen == [("cdc", "kafka-pw")] and 'password="from-scope"' in opts["kafka.sasl.jaas.config"]
+
+
+def test_event_hubs_is_a_kafka_endpoint_with_the_connection_string_as_password():
+    conn = "Endpoint=sb://ns1/;SharedAccessKeyName=listen;SharedAccessKey=k3y="
+    opts = kafka.spark_options(
+        eh_source(namespace="ns1", event_hub="sales-ces", consumer_group="sqlcdc",
+                  connection_string_secret={"env": "EH_CONN"}, options={"maxOffsetsPerTrigger": 1000}),
+        env={"EH_CONN": conn},
+    )
+    assert opts["kafka.bootstrap.servers"] == kafka.event_hubs_bootstrap("ns1")
+    assert opts["kafka.bootstrap.servers"].startswith("ns1.") and opts["kafka.bootstrap.servers"].endswith(":9093")
+    assert opts["subscribe"] == "sales-ces"
+    assert opts["kafka.security.protocol"] == "SASL_SSL" and opts["kafka.sasl.mechanism"] == "PLAIN"
+    assert opts["kafka.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="$ConnectionString" password="{conn}";'
+    )
+    assert opts["kafka.group.id"] == "sqlcdc" and opts["maxOffsetsPerTrigger"] == "1000"
+    assert "k3y=" not in repr(opts) and opts.redacted()["kafka.sasl.jaas.config"] == "***"
+    with pytest.raises(ConfigError, match="connection_string_secret: required"):
+        kafka.spark_options(eh_source(namespace="ns1", event_hub="h"), env={})
+
+
+def test_config_with_kafka_and_event_hubs_sources_loads_and_refuses_literal_secrets(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipeline.yml").write_text(
+        "name: k\nsources:\n"
+        "  dbz:\n    format: debezium\n    kafka:\n      bootstrap_servers: 127.0.0.1:9092\n      topic: s.dbo.c\n"
+        "      security_protocol: SASL_SSL\n      sasl_mechanism: PLAIN\n      username: u\n"
+        "      password_secret: {env: DBZ_PW}\n"
+        "  hub:\n    format: ces\n    event_hubs:\n      namespace: ns1\n      event_hub: h\n"
+        "      connection_string_secret: {scope: cdc, key: eh}\n"
+    )
+    cfg = load_pipeline(tmp_path / "pipeline.yml")
+    assert kafka.is_kafka_source(cfg.sources["dbz"]) and kafka.is_kafka_source(cfg.sources["hub"])
+    assert kafka.spark_options(cfg.sources["dbz"], env={"DBZ_PW": "x"})["subscribe"] == "s.dbo.c"
+    (tmp_path / "pipeline.yml").write_text(
+        "name: k\nsources:\n  dbz:\n    format: debezium\n    kafka:\n      bootstrap_servers: 127.0.0.1:9092\n"
+        "      topic: s.dbo.c\n      options:\n        sasl.jaas.config: literal-secret\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_pipeline(tmp_path / "pipeline.yml")
+    assert "looks like a secret" in str(err.value) and "literal-secret" not in str(err.value)
+
+
+# --- a real broker, the shared SparkSession -------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    with KafkaBroker(tmp_path_factory.mktemp("kafka-broker")) as b:
+        yield b
+
+
+def produce(spark, bootstrap: str, topic: str, values: list[str | None], keys: list[str | None] | None = None,
+            headers: list[list[tuple[str, str]]] | None = None) -> None:
+    """Write records in this order to ``topic`` (one partition) with Spark's Kafka sink."""
+    keys = keys or [None] * len(values)
+    headers = headers or [[] for _ in values]
+    rows = [(k, v, [(hk, hv.encode()) for hk, hv in h]) for k, v, h in zip(keys, values, headers)]
+    df = spark.createDataFrame(rows, "key string, value string, headers array<struct<key: string, value: binary>>")
+    df.coalesce(1).write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save()
+
+
+def dbz_value(doc_line: str) -> str | None:
+    """A landed line as the Kafka record value: a blank line is a tombstone (null value)."""
+    return None if doc_line.strip() == "" else doc_line
+
+
+def gold_rows(frame_of_changes):
+    frame = model.apply_frame(frame_of_changes, [c.name for c in COLS], ["id"])
+    base = dict(keys=["id"], sequence_by=model.SEQ_COL, apply_as_deletes=f"{model.OP_COL} = 'DELETE'",
+                provided_column=model.PROVIDED_COL, table="customers")
+    scd1 = apply_changes.scd1(frame, apply_changes.ApplyChangesSpec(**base))
+    scd2 = apply_changes.scd2(frame, apply_changes.ApplyChangesSpec(**base, stored_as_scd_type=2))
+    return sorted(map(tuple, scd1.collect()), key=repr), sorted(map(tuple, scd2.collect()), key=repr)
+
+
+def test_bronze_keeps_key_value_topic_partition_offset_timestamp_headers(spark, broker):
+    topic = "server1.dbo.customers.bronze"
+    first = line(event("c", after=customer(7, "ann", "a"), commit_lsn=lsn(1, 1, 1), change_lsn=lsn(1, 1, 1)))
+    produce(spark, broker.bootstrap, topic, [first, None], keys=['{"id":7}', '{"id":7}'],
+            headers=[[("trace", "t-1")], []])
+    src = kafka_source(bootstrap_servers=broker.bootstrap, topic=topic)
+    bronze = kafka.read_bronze(spark, src, streaming=False)
+    assert tuple(bronze.columns) == kafka.BRONZE_KAFKA_COLUMNS
+    assert tuple(bronze.columns[:4]) == model.BRONZE_COLUMNS
+    rows = sorted(bronze.collect(), key=lambda r: r.offset)
+    assert [(r.topic, r.partition, r.offset, r.key) for r in rows] == [(topic, 0, 0, '{"id":7}'), (topic, 0, 1, '{"id":7}')]
+    assert rows[0].value == first and rows[1].value is None  # the tombstone stays a null value
+    assert [r.source_file for r in rows] == [f"kafka://{topic}/0/0", f"kafka://{topic}/0/1"]
+    assert [(h.key, bytes(h.value)) for h in rows[0].headers] == [("trace", b"t-1")]
+    assert rows[0].timestamp is not None and rows[0].ingest_time is not None
+    # record_id = hash of topic/partition/offset: reading the same offsets again gives the same ids
+    again = {r.offset: r.record_id for r in kafka.read_bronze(spark, src, streaming=False).collect()}
+    assert again == {r.offset: r.record_id for r in rows} and len(set(again.values())) == 2
+    # the decoder takes Kafka bronze as is: one change, and the tombstone is skipped
+    decoded = debezium.decode(bronze, TableConfig(name="customers", source=src, schema="dbo", table="customers",
+                                                  keys=("id",)), COLS)
+    changes = decoded.changes.collect()
+    assert [(c.op, c.bronze_file) for c in changes] == [("INSERT", f"kafka://{topic}/0/0")]
+    assert bronze.where(debezium.is_skipped()).count() == 1
+
+
+def test_at_least_once_duplicates_do_not_change_gold(spark, broker):
+    """The sample feed once, vs the feed with every event produced twice and the topic read twice."""
+    feed = [v for lines in sample_files().values() for v in map(dbz_value, lines)]
+    once_topic, twice_topic = "server1.dbo.customers.once", "server1.dbo.customers.twice"
+    produce(spark, broker.bootstrap, once_topic, feed)
+    produce(spark, broker.bootstrap, twice_topic, feed + feed)  # a producer retry: same events, new offsets
+    table = TableConfig(name="customers", source=kafka_source(), schema="dbo", table="customers", keys=("id",))
+
+    def bronze(topic):
+        return kafka.read_bronze(spark, kafka_source(bootstrap_servers=broker.bootstrap, topic=topic), streaming=False)
+
+    once = debezium.decode(bronze(once_topic), table, COLS).changes
+    redelivered = bronze(twice_topic).unionByName(bronze(twice_topic))  # a consumer re-read: same offsets again
+    assert redelivered.count() == 4 * len(feed)
+    assert redelivered.select("record_id").distinct().count() == 2 * len(feed)
+    twice = debezium.decode(redelivered, table, COLS).changes
+    assert twice.count() == 4 * once.count()
+    assert twice.select("change_id").distinct().count() == once.select("change_id").distinct().count() == once.count()
+
+    scd1, scd2 = gold_rows(once)
+    assert (scd1, scd2) == gold_rows(twice)
+    # by hand, from the sample feed (tests/debezium_events.sample_files)
+    assert sorted((r[0], r[1], r[2]) for r in scd1) == [
+        (1001, "sally", "thomas"), (1004, "anne", "kretchmar-lee"), (1005, "johnny", "doe"), (1012, "george", "bailey"),
+    ]
+    assert len(scd2) == 9
+
+
+# --- real `sqlcdc run` -----------------------------------------------------------------------------
+
+
+def write_config(base: Path, sources: dict[str, str], tables: dict[str, str]) -> Path:
+    """``sources``: name -> YAML body of the source; ``tables``: table name -> source name."""
+    (base / "tables").mkdir(parents=True)
+    body = "".join(f"  {name}:\n" + "".join(f"    {ln}\n" for ln in src.strip().splitlines()) for name, src in sources.items())
+    (base / "pipeline.yml").write_text(f"name: kafka_e2e\nsources:\n{body}")
+    cols = "".join(f"  - {{name: {n}, type: {t}}}\n" for n, t in COLUMNS)
+    for name, source in tables.items():
+        (base / "tables" / f"{name}.yml").write_text(
+            f"source: {source}\ntable: dbo.customers\nname: {name}\nkeys: [id]\ncolumns:\n{cols}"
+        )
+    return base / "pipeline.yml"
+
+
+def connect_port_free() -> bool:
+    """True when no other local `spark-pipelines run` holds Spark Connect's port (15002, fixed in
+    pyspark 4.2's local mode): two runs on one machine collide there, so a test waits its turn."""
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", 15002))
+        except OSError:
+            return False
+    return True
+
+
+def sqlcdc_run(config: Path, warehouse: Path) -> subprocess.CompletedProcess:
+    wait_until(connect_port_free, 1200, "Spark Connect's port 15002 to be free")
+    return subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary"],
+                          capture_output=True, text=True, timeout=1200)
+
+
+def delta(spark, warehouse: Path, name: str):
+    return spark.read.format("delta").load(str(warehouse / "tables" / name))
+
+
+def table_rows(df, drop=()):
+    cols = [c for c in df.columns if c not in drop]
+    return sorted((tuple(r) for r in df.select(*cols).collect()), key=repr)
+
+
+@pytest.mark.e2e
+def test_same_events_via_files_and_via_kafka_give_identical_gold(spark, broker, tmp_path):
+    files = sample_files()
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    topic = "server1.dbo.customers.e2e"
+    for name, lines in files.items():
+        (landing / name).write_text("\n".join(lines) + "\n")
+        produce(spark, broker.bootstrap, topic, [dbz_value(v) for v in lines])
+    config = write_config(
+        tmp_path / "config",
+        {"files": f"format: debezium\nlanding: {landing}",
+         "stream": f"format: debezium\nkafka:\n  bootstrap_servers: {broker.bootstrap}\n  topic: {topic}"},
+        {"customers_files": "files", "customers_kafka": "stream"},
+    )
+    wh = tmp_path / "warehouse"
+    res = sqlcdc_run(config, wh)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+    via_files, via_kafka = delta(spark, wh, "bronze_files"), delta(spark, wh, "bronze_stream")
+    assert via_kafka.count() == via_files.count() == 16
+    assert via_kafka.where(~F.col("source_file").startswith(f"kafka://{topic}/0/")).count() == 0
+    for scd in ("scd1", "scd2"):
+        a = delta(spark, wh, f"gold_customers_files_{scd}")
+        b = delta(spark, wh, f"gold_customers_kafka_{scd}")
+        assert a.columns == b.columns
+        assert table_rows(a) == table_rows(b)
+    assert sorted((r.id, r.first_name) for r in delta(spark, wh, "gold_customers_kafka_scd1").collect()) == [
+        (1001, "sally"), (1004, "anne"), (1005, "johnny"), (1012, "george"),
+    ]
+    # silver: the same changes, only the lineage differs (file line vs topic/partition/offset)
+    lineage = ("bronze_record_id", "bronze_file", "bronze_ingest_time", "ingest_time", "table_name")
+    sa = table_rows(delta(spark, wh, "silver_customers_files"), drop=lineage)
+    sb = table_rows(delta(spark, wh, "silver_customers_kafka"), drop=lineage)
+    assert sa == sb and len(sa) == 12
+    # conservation holds for the Kafka source too: landed = silver + quarantine + skipped (tombstones)
+    from sqlcdc.summary import balances
+
+    got = {b.source: (b.landed, b.in_silver, b.quarantined, b.skipped, b.ok) for b in balances(spark, load_pipeline(config), wh)}
+    assert got["stream"] == got["files"] == (16, 12, 2, 2, True)
