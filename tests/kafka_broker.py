@@ -123,7 +123,9 @@ class KafkaBroker:
         cp = self._classpath()
         jvm = [self.java, "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                "-Djava.net.preferIPv4Stack=true", "-cp", cp]
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # as Kafka's Uuid.randomUuid: an id starting with '-' reads as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         fmt = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
                              capture_output=True, text=True, timeout=timeout)
         if fmt.returncode != 0:
