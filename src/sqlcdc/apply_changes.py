@@ -376,8 +376,9 @@ def _events(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None 
         truncs = ev.where(F.col(_IS_TRUNC)).agg(F.collect_set(F.col(_SEQ)).alias("__ac_truncs"))
         base = base.crossJoin(F.broadcast(truncs))
         arr, seq = F.col("__ac_truncs"), F.col(_SEQ)
+        # Column names written out, not base.columns: SDP query functions may not analyse a frame.
         base = base.select(
-            *[c for c in base.columns if c != "__ac_truncs"],
+            *cols, F.col("__ac_prov"), F.col(_SEQ), F.col(_RANK), F.col(_CID), F.col(_IS_DEL),
             F.array_max(F.filter(arr, lambda t: t <= seq)).alias(_TLAST),
             F.array_min(F.filter(arr, lambda t: t > seq)).alias(_TNEXT),
         )
