@@ -3,8 +3,9 @@
 * Options: what a ``kafka:`` / ``event_hubs:`` block becomes (no broker, no Spark), secrets redacted.
 * Broker tests on the shared SparkSession: bronze columns and lineage; at-least-once duplicates
   (same offset re-read, same event produced twice) do not change gold.
-* A real ``sqlcdc run`` test (``e2e``): the same Debezium events via files and via Kafka give
-  identical gold tables.
+* Two real ``sqlcdc run`` tests (``e2e``): the same Debezium events via files and via Kafka give
+  identical gold tables; a run SIGKILLed once bronze has started, then run again, loses nothing and
+  duplicates nothing.
 
 The broker (``tests/kafka_broker.py``) is Kafka 4.1 in KRaft mode on 127.0.0.1, started once per
 test session and stopped after.
@@ -13,6 +14,8 @@ test session and stopped after.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -309,3 +312,79 @@ def test_same_events_via_files_and_via_kafka_give_identical_gold(spark, broker, 
 
     got = {b.source: (b.landed, b.in_silver, b.quarantined, b.skipped, b.ok) for b in balances(spark, load_pipeline(config), wh)}
     assert got["stream"] == got["files"] == (16, 12, 2, 2, True)
+
+
+def many_events(n_keys: int) -> tuple[list[str], dict[int, str]]:
+    """Per key k: create (v0), update (v1); every 5th key is then deleted. Returns (values, expected SCD1)."""
+    out, expected = [], {}
+    for k in range(1, n_keys + 1):
+        c0, c1 = customer(k, f"n{k}", "v0"), customer(k, f"n{k}", "v1")
+        out.append(line(event("c", after=c0, commit_lsn=lsn(0x100 + k, 1, 1), change_lsn=lsn(0x100 + k, 1, 1))))
+        out.append(line(event("u", before=c0, after=c1, commit_lsn=lsn(0x100 + k, 2, 1), change_lsn=lsn(0x100 + k, 2, 1),
+                              serial=2)))
+        if k % 5 == 0:
+            out.append(line(event("d", before=c1, commit_lsn=lsn(0x100 + k, 3, 1), change_lsn=lsn(0x100 + k, 3, 1))))
+        else:
+            expected[k] = "v1"
+    return out, expected
+
+
+def _bronze_has_committed(wh: Path, table: str) -> bool:
+    log = wh / "tables" / table / "_delta_log"
+    if not log.is_dir():
+        return False
+    return any('"STREAMING UPDATE"' in p.read_text() for p in log.glob("*.json"))
+
+
+@pytest.mark.e2e
+def test_killed_mid_run_then_rerun_loses_nothing_and_duplicates_nothing(spark, broker, tmp_path):
+    n_keys = 300
+    values, expected = many_events(n_keys)  # 660 events: 300 creates, 300 updates, 60 deletes
+    assert len(values) == 660
+    topic = "server1.dbo.customers.kill"
+    produce(spark, broker.bootstrap, topic, values)
+    config = write_config(
+        tmp_path / "config",
+        {"stream": f"format: debezium\nkafka:\n  bootstrap_servers: {broker.bootstrap}\n  topic: {topic}\n"
+                   "  options: {maxOffsetsPerTrigger: 30}"},  # 22 micro-batches: room to be killed mid-way
+        {"customers": "stream"},
+    )
+    wh = tmp_path / "warehouse"
+    log = (tmp_path / "first-run.log").open("w")
+    wait_until(connect_port_free, 1200, "Spark Connect's port 15002 to be free")
+    first = subprocess.Popen([SQLCDC, "run", "--config", str(config), "--warehouse", str(wh), "--no-summary"],
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: _bronze_has_committed(wh, "bronze_stream") or first.poll() is not None, 900, "bronze to start")
+        assert first.poll() is None, "the first run ended before it could be killed mid-run"
+        os.killpg(first.pid, signal.SIGKILL)  # the whole group: sqlcdc, spark-pipelines, the Spark JVM
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=120)
+        log.close()
+    assert "Run is COMPLETED" not in (tmp_path / "first-run.log").read_text()
+    partial = delta(spark, wh, "bronze_stream").count()
+    assert 0 < partial < len(values)
+
+    second = sqlcdc_run(config, wh)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+
+    bronze = delta(spark, wh, "bronze_stream")
+    assert bronze.count() == len(values)
+    assert bronze.select("offset").distinct().count() == len(values)
+    assert sorted(r.offset for r in bronze.select("offset").collect()) == list(range(len(values)))
+    silver = delta(spark, wh, "silver_customers")
+    assert silver.count() == len(values) and silver.select("change_id").distinct().count() == len(values)
+    assert dict(silver.groupBy("op").count().collect()) == {"INSERT": 300, "UPDATE": 300, "DELETE": 60}
+    # Gold from the rerun's silver with the pipeline's engine. (The gold tables the rerun itself wrote
+    # are not asserted: after the kill, SDP started the gold materialized views before silver's flow
+    # had run, so they hold the killed run's silver until the next run; see docs/kafka.md.)
+    frame = model.apply_frame(silver, [c.name for c in COLS], ["id"])
+    spec = dict(keys=["id"], sequence_by=model.SEQ_COL, apply_as_deletes=f"{model.OP_COL} = 'DELETE'",
+                provided_column=model.PROVIDED_COL, table="customers")
+    scd1 = {r.id: r.last_name for r in apply_changes.scd1(frame, apply_changes.ApplyChangesSpec(**spec)).collect()}
+    assert scd1 == expected and len(scd1) == 240
+    scd2 = apply_changes.scd2(frame, apply_changes.ApplyChangesSpec(**spec, stored_as_scd_type=2)).collect()
+    assert len(scd2) == 2 * n_keys  # v0 and v1 of every key
+    assert sum(1 for r in scd2 if r["__END_AT"] is None) == 240  # open versions: keys not deleted
