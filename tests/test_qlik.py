@@ -27,7 +27,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from pyspark.sql import functions as F
 
-from sqlcdc import lsn, model
+from sqlcdc import model
 from sqlcdc.apply_changes import ApplyChangesSpec, scd1, scd2
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import _schema_check, base, qlik

@@ -65,8 +65,16 @@ Ordering (``sequence``, see :mod:`sqlcdc.lsn`)
 
 Keys
     ``keys:`` in the table config, else the columns with ``primaryKeyPosition > 0`` in the newest
-    metadata version, in key-position order (:func:`keys_for`). ``silver.key`` carries them, so
-    gold can read them from the silver schema too.
+    metadata version, in key-position order (:func:`keys_for`). :func:`columns_for` remembers
+    them for :func:`decode` (no landing scan inside a query function). ``silver.key`` carries
+    them, so gold can read them from the silver schema too; a pipeline building gold for a Qlik
+    table without ``keys:`` in config must ask :func:`keys_for` rather than ``TableConfig.keys``.
+
+Cost
+    The schemas compile to large Spark expressions: building them costs seconds of py4j calls
+    (done once per process and cached) and the first query pays whole-stage code generation.
+    Data messages are validated against the data schema only and metadata messages (pre-filtered
+    on the text ``tableStructure``) against the metadata schema only, to keep that code small.
 
 Types (:func:`spec_for`)
     INT1/2/4/8 -> tinyint/smallint/int/bigint; UINT1/2/4 -> smallint/int/bigint; UINT8 ->
@@ -333,13 +341,16 @@ def _inline(kinds: tuple[str, ...] = ("DT", "MD")) -> tuple[Column, Column, Colu
     return valid, kind, msg
 
 
-def is_valid(value: Column | None = None) -> Column:
-    """The hot-path verdict on the landed line in ``value`` (the bronze column of that name)."""
-    if value is not None and value._jc.toString() != "value":
-        doc = F.try_parse_json(value)
-        wrapped, kind, msg = _shape(doc)
-        return F.coalesce(F.size(_rules(doc, wrapped, kind, msg)) == 0, F.lit(False))
-    return _inline()[0]
+def is_valid(value: Column) -> Column:
+    """The hot-path verdict (compiled schema predicates) on the landed line in ``value``.
+
+    Example::
+
+        bronze.select("value", qlik.is_valid(F.col("value")).alias("ok"))
+    """
+    doc = F.try_parse_json(value)
+    wrapped, kind, msg = _shape(doc)
+    return F.coalesce(F.size(_rules(doc, wrapped, kind, msg)) == 0, F.lit(False))
 
 
 # --- jsonschema, for the reason of failing records only ---------------------------------------------
@@ -867,6 +878,7 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
             f"{', '.join(p for p in (source.landing, source.options.get('metadata_landing')) if p)} yet, and no "
             "`columns:` in the table config: land the metadata messages first, or give `columns:` and `keys:`"
         ])
+    _discovered_keys[(source.name, table.name)] = list(table.keys) or _newest_keys(versions)
     specs = []
     for c in _union_columns(versions):
         if c["name"] in overrides:
@@ -891,13 +903,19 @@ def keys_for(table: TableConfig, source: SourceConfig | None = None, spark: Spar
     versions = _versions_of(table, source, spark)
     if not versions:
         return []
-    newest = max(versions, key=lambda v: v["version"])
-    keys = [c["name"] for c in sorted((c for c in newest["cols"] if (c["pk"] or 0) > 0), key=lambda c: c["pk"])]
+    keys = _newest_keys(versions)
     _discovered_keys[(source.name, table.name)] = keys
     return keys
 
 
+def _newest_keys(versions: list[dict[str, Any]]) -> list[str]:
+    newest = max(versions, key=lambda v: v["version"])
+    return [c["name"] for c in sorted((c for c in newest["cols"] if (c["pk"] or 0) > 0), key=lambda c: c["pk"])]
+
+
 def _keys_from_columns(table: TableConfig, columns: list[ColumnSpec]) -> list[str]:
+    """Keys for :func:`decode`: remembered by :func:`columns_for` (pipeline definition time), so a
+    query function never has to scan the landing folder itself."""
     found = _discovered_keys.get((table.source.name, table.name))
     if found is None:
         found = keys_for(table)
