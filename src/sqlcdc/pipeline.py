@@ -70,10 +70,21 @@ def columns(table: TableConfig) -> tuple[ColumnSpec, ...]:
     return _columns[key]
 
 
+def keys(table: TableConfig) -> list[str]:
+    """Key columns: ``keys:`` from config, else what the producer's metadata says (Qlik's
+    ``primaryKeyPosition``, via the decoder's optional ``keys_for``)."""
+    if table.keys:
+        return list(table.keys)
+    decoder = formats.get(table.source.format)
+    if hasattr(decoder, "keys_for"):
+        return list(decoder.keys_for(table, table.source, spark()))
+    return []
+
+
 def gold_spec(table: TableConfig, scd_type: int) -> apply_changes.ApplyChangesSpec:
     """The apply-changes options for one gold table of ``table`` (AUTO CDC semantics)."""
     return apply_changes.ApplyChangesSpec(
-        keys=list(table.keys),
+        keys=keys(table),
         sequence_by=table.sequence_by or model.SEQ_COL,
         apply_as_deletes=f"{model.OP_COL} = 'DELETE'",
         apply_as_truncates=f"{model.OP_COL} = 'TRUNCATE'",
@@ -92,7 +103,7 @@ def gold_spec(table: TableConfig, scd_type: int) -> apply_changes.ApplyChangesSp
 
 def changes_frame(table: TableConfig, silver: DataFrame) -> DataFrame:
     """Silver -> the flat frame gold applies (see :func:`sqlcdc.model.apply_frame`)."""
-    return model.apply_frame(silver, [c.name for c in columns(table)], list(table.keys))
+    return model.apply_frame(silver, [c.name for c in columns(table)], keys(table))
 
 
 # --- declarations ------------------------------------------------------------------------------
@@ -106,10 +117,15 @@ def declare_bronze(cfg: PipelineConfig) -> None:
 
 def _bronze(source: SourceConfig) -> None:
     decoder = formats.get(source.format)
+    from_kafka = kafka.is_kafka_source(source)
+    comment = f"Raw {source.format} envelopes from source {source.name}, as received."
+    # A decoder that reads its landing as a batch (change-table exports: Parquet/CSV/JSON files
+    # with per-file schemas) gets a materialized view; streaming tables need streaming relations.
+    define = dp.table if from_kafka or getattr(decoder, "BRONZE_STREAMING", True) else dp.materialized_view
 
-    @dp.table(name=source.bronze_table, comment=f"Raw {source.format} envelopes from source {source.name}, as received.")
+    @define(name=source.bronze_table, comment=comment)
     def bronze() -> DataFrame:
-        if kafka.is_kafka_source(source):  # the transport is the pipeline's concern; the format the decoder's
+        if from_kafka:  # the transport is the pipeline's concern; the format the decoder's
             return kafka.read_bronze(spark(), source)
         return decoder.read_bronze(spark(), source)
 

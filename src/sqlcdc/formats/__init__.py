@@ -16,6 +16,10 @@
 ``unrouted(bronze, source, tables) -> DataFrame``
     quarantine rows for bronze records no table's :func:`decode` takes (unparseable envelopes,
     tables not onboarded), so that every landed record is in silver or in quarantine.
+``BRONZE_STREAMING: bool`` (optional, default True)
+    False when :func:`read_bronze` returns a batch DataFrame; bronze is then a materialized view.
+``keys_for(table, source, spark) -> list[str]`` (optional)
+    key columns from the producer's own metadata, used when the table config gives no ``keys:``.
 ``is_skipped(bronze) -> Column`` (optional)
     records that are by definition not changes (Debezium tombstones); counted, not quarantined.
 

@@ -131,6 +131,8 @@ from sqlcdc.values import ColumnSpec, typed_struct
 
 NAME = "cdc_ct"
 STREAMING = False
+#: Exports are read as a batch (per-file formats and schemas): bronze is a materialized view.
+BRONZE_STREAMING = False
 
 START_LSN, END_LSN, SEQVAL = "__$start_lsn", "__$end_lsn", "__$seqval"
 OPERATION, UPDATE_MASK, COMMAND_ID = "__$operation", "__$update_mask", "__$command_id"
