@@ -635,6 +635,8 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             changed_columns=changed_from_mask(cm, columns),
             commit_time=F.col("_commit_time"),
             transaction_id=F.col("_start"),
+            # An update is two change-table rows: lineage names both (op 4's, then op 3's).
+            bronze_record_id=F.concat_ws(",", F.col("record_id"), F.col("_old.rid")),
         )
     )
     return Decoded(changes=out, quarantine=bad.unionByName(lone))
