@@ -388,3 +388,74 @@ def test_killed_mid_run_then_rerun_loses_nothing_and_duplicates_nothing(spark, b
     scd2 = apply_changes.scd2(frame, apply_changes.ApplyChangesSpec(**spec, stored_as_scd_type=2)).collect()
     assert len(scd2) == 2 * n_keys  # v0 and v1 of every key
     assert sum(1 for r in scd2 if r["__END_AT"] is None) == 240  # open versions: keys not deleted
+
+
+# --- Avro in the Confluent wire format -------------------------------------------------------------
+
+_VALUE = {"type": "record", "name": "Value", "namespace": "server1.dbo.customers", "fields": [
+    {"name": "id", "type": "int"}, {"name": "first_name", "type": "string"},
+    {"name": "last_name", "type": "string"}, {"name": "email", "type": "string"}]}
+DEBEZIUM_AVSC = {"type": "record", "name": "Envelope", "namespace": "server1.dbo.customers", "fields": [
+    {"name": "before", "type": ["null", _VALUE], "default": None},
+    {"name": "after", "type": ["null", "Value"], "default": None},
+    {"name": "source", "type": {"type": "record", "name": "Source", "namespace": "io.debezium.connector.sqlserver",
+                                "fields": [{"name": n, "type": t} for n, t in [
+                                    ("version", "string"), ("connector", "string"), ("name", "string"), ("ts_ms", "long"),
+                                    ("snapshot", ["null", "string"]), ("db", "string"), ("schema", "string"),
+                                    ("table", "string"), ("change_lsn", ["null", "string"]),
+                                    ("commit_lsn", ["null", "string"]), ("event_serial_no", ["null", "long"])]]}},
+    {"name": "op", "type": "string"},
+    {"name": "ts_ms", "type": ["null", "long"], "default": None},
+]}
+
+
+class _Registry:
+    """A tiny Confluent-compatible schema registry (the read endpoints sqlcdc uses) on 127.0.0.1."""
+
+    def __init__(self, subjects: dict[str, list[tuple[int, dict]]]):
+        import http.server
+        import threading
+
+        routes = {"/subjects": list(subjects)}
+        for subject, versions in subjects.items():
+            routes[f"/subjects/{subject}/versions"] = list(range(1, len(versions) + 1))
+            for v, (sid, schema) in enumerate(versions, start=1):
+                routes[f"/subjects/{subject}/versions/{v}"] = {"subject": subject, "version": v, "id": sid,
+                                                              "schema": json.dumps(schema)}
+        self.requests: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                outer.requests.append(self.path)
+                body = json.dumps(routes[self.path]).encode() if self.path in routes else b'{"error_code":40401}'
+                self.send_response(200 if self.path in routes else 404)
+                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_registry_schemas_are_the_topic_subjects_versions_by_id():
+    subjects = {"server1.dbo.customers-value": [(41, {"type": "string"}), (42, DEBEZIUM_AVSC)],
+                "other.topic-value": [(9, {"type": "string"})], "server1.dbo.customers-key": [(5, {"type": "int"})]}
+    with _Registry(subjects) as registry:
+        src = kafka_source(bootstrap_servers="127.0.0.1:9", topic="server1.dbo.customers",
+                           value_format="avro_confluent", schema_registry_url=registry.url)
+        got = kafka.avro_schemas(src)
+    assert sorted(got) == [41, 42] and json.loads(got[42]) == DEBEZIUM_AVSC
+    assert not any("other.topic" in r or "-key" in r for r in registry.requests[1:])
