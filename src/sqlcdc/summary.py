@@ -116,7 +116,7 @@ def print_summary(cfg: PipelineConfig, warehouse: Path) -> bool:
             status = "ok" if b.ok else "MISMATCH"
             ok &= b.ok
             print(
-                f"\nsource {b.source}: landed {b.landed} records = in silver {b.in_silver} + quarantine {b.quarantined}"
+                f"\nsource {b.source}: landed {b.landed} = silver {b.in_silver} + quarantine {b.quarantined}"
                 + (f" + dropped {b.dropped}" if b.dropped else "")
                 + f" + skipped {b.skipped} ({status})"
             )
