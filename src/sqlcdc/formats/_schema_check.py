@@ -2,7 +2,7 @@
 
 ``jsonschema`` validates ~9.5k envelopes/s per core (DESIGN.md, "Figures"), several times the cost
 of the whole parse. So the schema files in ``schemas/`` stay the definition, and this module
-compiles them into Spark predicates over a VARIANT (``try_parse_json``) of the document; only the
+compiles them into Spark SQL predicates over a VARIANT (``try_parse_json``) of the document; only the
 rows that fail are handed to ``jsonschema`` (in a vectorized pandas UDF) to produce the message.
 ``tests/test_ces.py`` checks that both agree on generated good and bad documents.
 
@@ -13,8 +13,7 @@ schema can never silently validate less on the hot path than ``jsonschema`` does
 
 Example::
 
-    doc = F.try_parse_json(F.col("value"))
-    df = df.withColumn("_violations", violations(load("ces-cloudevent.schema.json"), doc))
+    df = df.withColumn("_violations", violations(load("ces-cloudevent.schema.json"), "try_parse_json(value)"))
     bad = df.where(F.size("_violations") > 0).withColumn(
         "reason", explain_udf("ces-cloudevent.schema.json")(F.col("value")))
 
@@ -26,7 +25,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import Column
@@ -51,11 +50,12 @@ def load(schema_file: str) -> dict[str, Any]:
 
 
 class _Node:
-    """A place in the document: a base VARIANT column and a JSONPath from it. Children extend the
-    path instead of nesting extractions, so every predicate reads its value straight from the base
-    (expression size stays linear in the schema; nested extractions made planning take ~20 s)."""
+    """A place in the document: a base VARIANT (SQL text: a column name, a lambda variable or an
+    expression) and a JSONPath from it. Children extend the path instead of nesting extractions,
+    so every predicate reads its value straight from the base (nested extractions made planning
+    take ~20 s)."""
 
-    def __init__(self, base: Column, path: str = "$"):
+    def __init__(self, base: str, path: str = "$"):
         self.base, self.path = base, path
 
     def child(self, name: str) -> "_Node":
@@ -63,109 +63,113 @@ class _Node:
             raise ValueError(f"property name {name!r} cannot be compiled into a variant path")
         return _Node(self.base, f"{self.path}['{name}']")
 
-    def get(self, type_: str = "variant") -> Column:
-        return F.try_variant_get(self.base, self.path, type_)
+    def get(self, type_: str = "variant") -> str:
+        return f"try_variant_get({self.base}, {_lit(self.path)}, {_lit(type_)})"
 
 
-def _kind(node: _Node) -> Column:
+def _lit(text: str) -> str:
+    """A Spark SQL string literal (backslash escapes, the parser's default)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _kind(node: _Node) -> str:
     """``STRING``, ``BIGINT``, ``DECIMAL(2,1)``, ``BOOLEAN``, ``VOID`` ... of a scalar variant."""
-    return F.schema_of_variant(node.get())
+    return f"schema_of_variant({node.get()})"
 
 
-def _str(node: _Node) -> Column:
-    return node.get("string")
-
-
-def _num(node: _Node) -> Column:
-    return node.get("double")
-
-
-def _is(node: _Node, json_type: str) -> Column:
+def _is(node: _Node, json_type: str) -> str:
     if json_type == "object":
-        return node.get("map<string,variant>").isNotNull()
+        return f"({node.get('map<string,variant>')} IS NOT NULL)"
     if json_type == "array":
-        return node.get("array<variant>").isNotNull()
+        return f"({node.get('array<variant>')} IS NOT NULL)"
     if json_type == "string":
-        return _kind(node) == "STRING"
+        return f"({_kind(node)} = 'STRING')"
     if json_type == "boolean":
-        return _kind(node) == "BOOLEAN"
+        return f"({_kind(node)} = 'BOOLEAN')"
     if json_type == "null":
-        return F.is_variant_null(node.get())
+        return f"is_variant_null({node.get()})"
     if json_type == "number":
-        return _kind(node).rlike(_NUMERIC_RE)
+        return f"({_kind(node)} RLIKE {_lit(_NUMERIC_RE)})"
     if json_type == "integer":
         # JSON Schema: a number with a zero fractional part is an integer (1.0 is, 1.5 is not).
-        return _kind(node).isin(*_INTEGRAL) | (_kind(node).rlike(_NUMERIC_RE) & (_num(node) == F.floor(_num(node))))
+        num = node.get("double")
+        integral = ", ".join(_lit(t) for t in _INTEGRAL)
+        return f"({_kind(node)} IN ({integral}) OR ({_is(node, 'number')} AND {num} = floor({num})))"
     raise ValueError(f"JSON Schema type {json_type!r} is not compiled")
 
 
-def _and(cols: list[Column]) -> Column:
-    out = F.lit(True)
-    for c in cols:
-        out = out & F.coalesce(c, F.lit(True))
-    return out
+def _and(conds: list[str]) -> str:
+    """All of ``conds`` hold (NULL counts as holding)."""
+    return "(" + " AND ".join(f"coalesce({c}, true)" for c in conds) + ")" if conds else "true"
 
 
-def _rules(schema: dict[str, Any], node: _Node, name: str) -> list[tuple[str, Column]]:
-    """(rule name, ok) pairs; ``ok`` NULL counts as satisfied (the node is absent)."""
+def _or(conds: list[str]) -> str:
+    return "(" + " OR ".join(conds) + ")" if conds else "false"
+
+
+def _rules(schema: dict[str, Any], node: _Node, name: str, depth: int = 0) -> list[tuple[str, str]]:
+    """(rule name, ok) pairs, ``ok`` as SQL; NULL counts as satisfied (the node is absent)."""
     unknown = set(schema) - COMPILED - ANNOTATIONS
     if unknown:
         raise ValueError(f"{name}: JSON Schema keyword(s) {sorted(unknown)} are not compiled into predicates")
-    out: list[tuple[str, Column]] = []
+    out: list[tuple[str, str]] = []
     if "type" in schema:
         types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        ok = F.lit(False)
-        for t in types:
-            ok = ok | _is(node, t)
-        out.append((f"{name}: type", ok))
+        out.append((f"{name}: type", _or([_is(node, t) for t in types])))
     if "enum" in schema:
         values = schema["enum"]
         if not all(isinstance(v, str) for v in values):
             raise ValueError(f"{name}: only enums of strings are compiled")
-        out.append((f"{name}: enum", (_kind(node) == "STRING") & _str(node).isin(*values)))
+        listed = ", ".join(_lit(v) for v in values)
+        out.append((f"{name}: enum", f"({_kind(node)} = 'STRING' AND {node.get('string')} IN ({listed}))"))
     if "pattern" in schema:
-        out.append((f"{name}: pattern", (_kind(node) != "STRING") | _str(node).rlike(schema["pattern"])))
+        out.append((f"{name}: pattern", f"({_kind(node)} != 'STRING' OR {node.get('string')} RLIKE {_lit(schema['pattern'])})"))
     if "minLength" in schema:
-        out.append((f"{name}: minLength", (_kind(node) != "STRING") | (F.length(_str(node)) >= schema["minLength"])))
+        out.append((f"{name}: minLength", f"({_kind(node)} != 'STRING' OR length({node.get('string')}) >= {int(schema['minLength'])})"))
     if "minimum" in schema:
-        out.append((f"{name}: minimum", ~_is(node, "number") | (_num(node) >= F.lit(float(schema["minimum"])))))
+        minimum = float(schema["minimum"])
+        out.append((f"{name}: minimum", f"(NOT {_is(node, 'number')} OR {node.get('double')} >= CAST({minimum!r} AS DOUBLE))"))
     if "required" in schema:
-        present = _and([node.child(r).get().isNotNull() for r in schema["required"]])
-        out.append((f"{name}: required", node.get().isNull() | ~_is(node, "object") | present))
+        present = _and([f"({node.child(r).get()} IS NOT NULL)" for r in schema["required"]])
+        out.append((f"{name}: required", f"({node.get()} IS NULL OR NOT {_is(node, 'object')} OR {present})"))
     for prop, sub in (schema.get("properties") or {}).items():
         child = node.child(prop)
-        for rule, ok in _rules(sub, child, f"{name}.{prop}"):
-            out.append((rule, child.get().isNull() | ok))
+        for rule, ok in _rules(sub, child, f"{name}.{prop}", depth):
+            out.append((rule, f"({child.get()} IS NULL OR {ok})"))
     if "items" in schema:
         items = schema["items"]
         if not isinstance(items, dict):
             raise ValueError(f"{name}: only a single `items` schema is compiled")
-        arr = node.get("array<variant>")
-        names = [n for n, _ in _rules(items, _Node(F.lit(None).cast("variant")), f"{name}[*]")]
-        for i, rule in enumerate(names):
-            out.append((rule, F.forall(arr, _item_rule(items, f"{name}[*]", i))))
+        var = f"_item{depth}"
+        for rule, ok in _rules(items, _Node(var), f"{name}[*]", depth + 1):
+            out.append((rule, f"forall({node.get('array<variant>')}, {var} -> coalesce({ok}, true))"))
     if "anyOf" in schema:
-        ok = F.lit(False)
-        for sub in schema["anyOf"]:
-            ok = ok | _and([c for _, c in _rules(sub, node, name)])
-        out.append((f"{name}: anyOf", ok))
+        out.append((f"{name}: anyOf", _or([_and([c for _, c in _rules(sub, node, name, depth)]) for sub in schema["anyOf"]])))
     return out
 
 
-def _item_rule(items: dict[str, Any], name: str, i: int) -> Callable[[Column], Column]:
-    return lambda x: F.coalesce(_rules(items, _Node(x), name)[i][1], F.lit(True))
+def violations_sql(schema: dict[str, Any], doc: str) -> str:
+    """:func:`violations` as Spark SQL text, to embed in a larger SQL expression."""
+    if not isinstance(doc, str):
+        raise TypeError(f"doc must be the SQL text of a VARIANT (e.g. 'try_parse_json(value)'), not {type(doc).__name__}")
+    checks = [f"CASE WHEN NOT coalesce({ok}, true) THEN {_lit(name)} END" for name, ok in _rules(schema, _Node(doc), "$")]
+    found = f"filter(array({', '.join(checks)}), _v -> _v IS NOT NULL)" if checks else "CAST(array() AS array<string>)"
+    return f"CASE WHEN {doc} IS NULL THEN array({_lit(NOT_JSON)}) ELSE {found} END"
 
 
-def violations(schema: dict[str, Any], doc: Column) -> Column:
-    """``array<string>`` of the rules ``doc`` (a VARIANT, NULL = not JSON) breaks; empty = valid."""
-    checks = [F.when(~F.coalesce(ok, F.lit(True)), F.lit(name)) for name, ok in _rules(schema, _Node(doc), "$")]
-    found = F.filter(F.array(*checks), lambda v: v.isNotNull())
-    return F.when(doc.isNull(), F.array(F.lit(NOT_JSON))).otherwise(found)
+def violations(schema: dict[str, Any], doc: str) -> Column:
+    """``array<string>`` of the rules ``doc`` breaks (empty = valid). ``doc`` is the SQL text of a
+    VARIANT (a column name such as ``_doc``, or ``try_parse_json(value)``); NULL = not JSON.
+
+    The predicates travel as one SQL expression string: built as nested Column objects they made
+    Spark Connect plans deeper than its protobuf limit of 100 levels (a Qlik plan reached 134).
+    """
+    return F.expr(violations_sql(schema, doc))
 
 
 def rule_names(schema: dict[str, Any]) -> list[str]:
     """Every rule name :func:`violations` can report for ``schema`` (for docs and DQ metrics)."""
-    return [NOT_JSON] + [name for name, _ in _rules(schema, _Node(F.lit(None).cast("variant")), "$")]
+    return [NOT_JSON] + [name for name, _ in _rules(schema, _Node("NULL"), "$")]
 
 
 def explain(schema_file: str, text: str | None, *, limit: int = 2000) -> str | None:

@@ -302,7 +302,7 @@ def envelopes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     single = F.when(final.isNotNull(), final & (idx == base)).otherwise(F.coalesce(total <= 1, F.lit(False)))
     return with_doc.select(
         *_BRONZE,
-        sc.violations(sc.load(ENVELOPE_SCHEMA), d).alias("_violations"),
+        sc.violations(sc.load(ENVELOPE_SCHEMA), "_doc").alias("_violations"),
         _get(d, "$.specversion").alias("specversion"),
         _get(d, "$.type").alias("type"),
         _get(d, "$.source").alias("source"),
@@ -428,7 +428,7 @@ def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
         *_BRONZE,
         *_ENV_ATTRS,
         "data",
-        sc.violations(sc.load(DATA_SCHEMA), dd).alias("_data_violations"),
+        sc.violations(sc.load(DATA_SCHEMA), "_data_doc").alias("_data_violations"),
         _get(dd, "$.eventsource.db").alias("src_db"),
         _get(dd, "$.eventsource.schema").alias("src_schema"),
         _get(dd, "$.eventsource.tbl").alias("src_table"),

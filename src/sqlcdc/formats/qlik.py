@@ -266,91 +266,92 @@ _NOT_A_MESSAGE = "$: neither a Qlik data message (headers/data) nor a metadata m
 _BAD_WRAPPER_TYPE = "$.type: the atMSG wrapper's type is neither DT (data) nor MD (metadata)"
 
 
-def _shape(doc: Column) -> tuple[Column, Column, Column]:
-    """(is-wrapped, kind ``DT``/``MD``/other/NULL, the message) of a parsed document.
+def _vget(doc: str, name: str, as_type: str = "variant") -> str:
+    return f"try_variant_get({doc}, '$[\\'{name}\\']', '{as_type}')"
+
+
+def _shape(doc: str) -> tuple[str, str, str]:
+    """(is-wrapped, kind ``DT``/``MD``/other/NULL, the message) of a parsed document, as SQL over
+    ``doc`` (SQL text of a VARIANT).
 
     A document is a wrapper when it has a non-null ``magic`` (the bare schemas allow only a null
     one, so this equals the schemas' ``anyOf(wrapper, bare)``); its kind is then its ``type``.
     A bare document is metadata when it has ``lineage`` or ``tableStructure``, else data when it
     has ``headers``, ``data`` or ``beforeData``.
     """
-    magic = _get(doc, "magic")
-    wrapped = F.coalesce(magic.isNotNull() & ~F.is_variant_null(magic), F.lit(False))
-    bare = (
-        F.when(_get(doc, "lineage").isNotNull() | _get(doc, "tableStructure").isNotNull(), F.lit("MD"))
-        .when(_get(doc, "headers").isNotNull() | _get(doc, "data").isNotNull() | _get(doc, "beforeData").isNotNull(), F.lit("DT"))
-    )
-    kind = F.when(wrapped, _get(doc, "type", as_type="string")).otherwise(bare)
-    return wrapped, kind, F.when(wrapped, _get(doc, "message")).otherwise(doc)
+    magic = _vget(doc, "magic")
+    wrapped = f"coalesce({magic} IS NOT NULL AND NOT is_variant_null({magic}), false)"
+    has = lambda *names: " OR ".join(f"{_vget(doc, n)} IS NOT NULL" for n in names)  # noqa: E731
+    bare = f"CASE WHEN {has('lineage', 'tableStructure')} THEN 'MD' WHEN {has('headers', 'data', 'beforeData')} THEN 'DT' END"
+    kind = f"CASE WHEN {wrapped} THEN {_vget(doc, 'type', 'string')} ELSE {bare} END"
+    msg = f"CASE WHEN {wrapped} THEN {_vget(doc, 'message')} ELSE {doc} END"
+    return wrapped, kind, msg
 
 
-def _rules(doc: Column, wrapped: Column, kind: Column, msg: Column, kinds: tuple[str, ...] = ("DT", "MD")) -> Column:
-    """``array<string>`` of the schema rules the document breaks (empty = valid).
+def _rules(doc: str, wrapped: str, kind: str, msg: str, kinds: tuple[str, ...] = ("DT", "MD")) -> str:
+    """SQL ``array<string>`` of the schema rules the document breaks (empty = valid).
 
     The bare schema is compiled once and applied to the message (the document, or a wrapper's
     ``message``); a wrapper adds the rules of its own fields. Rule names inside a wrapper's
     message read ``$.message....``. Only the schemas of ``kinds`` are compiled (smaller code);
-    a record of another kind then gets the rule ``$: not a <kind> message``.
+    a record of another kind then gets the rule ``$: not a <kind> message``. One SQL string, not
+    nested Columns: Spark Connect limits a plan's protobuf nesting to 100 levels.
     """
-    no_rules = F.array().cast("array<string>")
+    no_rules = "CAST(array() AS array<string>)"
     per_kind = {}
     for k, schema_file in (("DT", DATA_SCHEMA), ("MD", METADATA_SCHEMA)):
         if k not in kinds:
-            per_kind[k] = F.array(F.lit(f"$: not a {k} message"))
+            per_kind[k] = f"array('$: not a {k} message')"
             continue
         wrapper, bare = _branches(schema_file)
         shallow = dict(wrapper, properties={n: v for n, v in wrapper["properties"].items() if n != "message"})
-        in_msg = sc.violations(bare, msg)
-        nested = F.transform(in_msg, lambda r: F.concat(F.lit("$.message"), F.substring(r, 2, 10_000)))
-        as_wrapper = F.concat(sc.violations(shallow, doc), F.when(msg.isNotNull(), nested).otherwise(no_rules))
-        per_kind[k] = F.when(wrapped, as_wrapper).otherwise(in_msg)
+        in_msg = sc.violations_sql(bare, msg)
+        nested = f"transform({in_msg}, _r -> concat('$.message', substring(_r, 2, 10000)))"
+        as_wrapper = f"concat({sc.violations_sql(shallow, doc)}, CASE WHEN {msg} IS NOT NULL THEN {nested} ELSE {no_rules} END)"
+        per_kind[k] = f"CASE WHEN {wrapped} THEN {as_wrapper} ELSE {in_msg} END"
     return (
-        F.when(doc.isNull(), F.array(F.lit(sc.NOT_JSON)))
-        .when(wrapped & ~F.coalesce(kind.isin("DT", "MD"), F.lit(False)), F.array(F.lit(_BAD_WRAPPER_TYPE)))
-        .when(kind.isNull(), F.array(F.lit(_NOT_A_MESSAGE)))
-        .when(kind == "DT", per_kind["DT"])
-        .otherwise(per_kind["MD"])
+        f"CASE WHEN {doc} IS NULL THEN array({sc._lit(sc.NOT_JSON)})"
+        f" WHEN {wrapped} AND NOT coalesce({kind} IN ('DT', 'MD'), false) THEN array({sc._lit(_BAD_WRAPPER_TYPE)})"
+        f" WHEN {kind} IS NULL THEN array({sc._lit(_NOT_A_MESSAGE)})"
+        f" WHEN {kind} = 'DT' THEN {per_kind['DT']}"
+        f" ELSE {per_kind['MD']} END"
     )
 
 
 @lru_cache(maxsize=None)
-def _staged_rules(kinds: tuple[str, ...] = ("DT", "MD")) -> Column:
-    """:func:`_rules` over the columns ``_doc``, ``_wrapped``, ``_kind``, ``_msg`` (built once:
-    compiling the schemas into expressions costs seconds of py4j calls)."""
-    return _rules(F.col("_doc"), F.col("_wrapped"), F.col("_kind"), F.col("_msg"), kinds)
+def _staged_rules(kinds: tuple[str, ...] = ("DT", "MD")) -> str:
+    """:func:`_rules` over the columns ``_doc``, ``_wrapped``, ``_kind``, ``_msg``."""
+    return _rules("_doc", "_wrapped", "_kind", "_msg", kinds)
 
 
 def _parsed(bronze: DataFrame, kinds: tuple[str, ...] = ("DT", "MD")) -> DataFrame:
     """Bronze + ``_doc`` (VARIANT), ``_wrapped``, ``_kind`` (DT/MD), ``_inner`` (the message),
     ``_rules`` (broken schema rules) and ``_valid`` (only records of ``kinds`` can be valid)."""
     df = bronze.select("*", F.try_parse_json(F.col("value")).alias("_doc"))
-    wrapped, kind, msg = _shape(F.col("_doc"))
-    df = df.select("*", wrapped.alias("_wrapped"), kind.alias("_kind"), msg.alias("_msg"))
-    df = df.select("*", _staged_rules(tuple(kinds)).alias("_rules"))
+    wrapped, kind, msg = _shape("_doc")
+    df = df.select("*", F.expr(wrapped).alias("_wrapped"), F.expr(kind).alias("_kind"), F.expr(msg).alias("_msg"))
+    df = df.select("*", F.expr(_staged_rules(tuple(kinds))).alias("_rules"))
     return df.select(
         "*", F.coalesce(F.size("_rules") == 0, F.lit(False)).alias("_valid"), F.col("_msg").alias("_inner")
     ).drop("_msg")
 
 
-@lru_cache(maxsize=None)
-def _inline(kinds: tuple[str, ...] = ("DT", "MD")) -> tuple[Column, Column, Column]:
-    """(valid, kind, message) as expressions over ``value`` alone (for :func:`is_skipped`)."""
-    doc = F.try_parse_json(F.col("value"))
+def _inline(kinds: tuple[str, ...] = ("DT", "MD"), value: str = "value") -> tuple[Column, Column, Column]:
+    """(valid, kind, message) as expressions over the column ``value`` alone (for :func:`is_skipped`)."""
+    doc = f"try_parse_json({value})"
     wrapped, kind, msg = _shape(doc)
-    valid = F.coalesce(F.size(_rules(doc, wrapped, kind, msg, kinds)) == 0, F.lit(False))
-    return valid, kind, msg
+    valid = F.expr(f"coalesce(size({_rules(doc, wrapped, kind, msg, kinds)}) = 0, false)")
+    return valid, F.expr(kind), F.expr(msg)
 
 
-def is_valid(value: Column) -> Column:
-    """The hot-path verdict (compiled schema predicates) on the landed line in ``value``.
+def is_valid(value: str = "value") -> Column:
+    """The hot-path verdict (compiled schema predicates) on the landed line in the column ``value``.
 
     Example::
 
-        bronze.select("value", qlik.is_valid(F.col("value")).alias("ok"))
+        bronze.select("value", qlik.is_valid("value").alias("ok"))
     """
-    doc = F.try_parse_json(value)
-    wrapped, kind, msg = _shape(doc)
-    return F.coalesce(F.size(_rules(doc, wrapped, kind, msg)) == 0, F.lit(False))
+    return _inline(value=value)[0]
 
 
 # --- jsonschema, for the reason of failing records only ---------------------------------------------
