@@ -70,15 +70,21 @@ def columns(table: TableConfig) -> tuple[ColumnSpec, ...]:
     return _columns[key]
 
 
+_keys: dict[tuple[str, str], tuple[str, ...]] = {}
+
+
 def keys(table: TableConfig) -> list[str]:
     """Key columns: ``keys:`` from config, else what the producer's metadata says (Qlik's
-    ``primaryKeyPosition``, via the decoder's optional ``keys_for``)."""
+    ``primaryKeyPosition``, via the decoder's optional ``keys_for``). Looked up once, at
+    definition time: a query function may not scan the landing folder (SDP counts it as analysis)."""
     if table.keys:
         return list(table.keys)
-    decoder = formats.get(table.source.format)
-    if hasattr(decoder, "keys_for"):
-        return list(decoder.keys_for(table, table.source, spark()))
-    return []
+    key = (table.source.name, table.name)
+    if key not in _keys:
+        decoder = formats.get(table.source.format)
+        found = decoder.keys_for(table, table.source, spark()) if hasattr(decoder, "keys_for") else []
+        _keys[key] = tuple(found)
+    return list(_keys[key])
 
 
 def gold_spec(table: TableConfig, scd_type: int) -> apply_changes.ApplyChangesSpec:

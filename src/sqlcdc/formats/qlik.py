@@ -320,20 +320,21 @@ def _rules(doc: str, wrapped: str, kind: str, msg: str, kinds: tuple[str, ...] =
 
 @lru_cache(maxsize=None)
 def _staged_rules(kinds: tuple[str, ...] = ("DT", "MD")) -> str:
-    """:func:`_rules` over the columns ``_doc``, ``_wrapped``, ``_kind``, ``_msg``."""
-    return _rules("_doc", "_wrapped", "_kind", "_msg", kinds)
+    """:func:`_rules` over the columns ``_doc``, ``_wrapped``, ``_kind``, ``_inner``."""
+    return _rules("_doc", "_wrapped", "_kind", "_inner", kinds)
 
 
 def _parsed(bronze: DataFrame, kinds: tuple[str, ...] = ("DT", "MD")) -> DataFrame:
     """Bronze + ``_doc`` (VARIANT), ``_wrapped``, ``_kind`` (DT/MD), ``_inner`` (the message),
-    ``_rules`` (broken schema rules) and ``_valid`` (only records of ``kinds`` can be valid)."""
+    ``_rules`` (broken schema rules) and ``_valid`` (only records of ``kinds`` can be valid).
+
+    Only ``select`` here: Spark Connect plans ``drop`` by resolving its input, which inside an
+    SDP query function fails while the bronze table does not exist yet."""
     df = bronze.select("*", F.try_parse_json(F.col("value")).alias("_doc"))
     wrapped, kind, msg = _shape("_doc")
-    df = df.select("*", F.expr(wrapped).alias("_wrapped"), F.expr(kind).alias("_kind"), F.expr(msg).alias("_msg"))
+    df = df.select("*", F.expr(wrapped).alias("_wrapped"), F.expr(kind).alias("_kind"), F.expr(msg).alias("_inner"))
     df = df.select("*", F.expr(_staged_rules(tuple(kinds))).alias("_rules"))
-    return df.select(
-        "*", F.coalesce(F.size("_rules") == 0, F.lit(False)).alias("_valid"), F.col("_msg").alias("_inner")
-    ).drop("_msg")
+    return df.select("*", F.coalesce(F.size("_rules") == 0, F.lit(False)).alias("_valid"))
 
 
 def _inline(kinds: tuple[str, ...] = ("DT", "MD"), value: str = "value") -> tuple[Column, Column, Column]:
@@ -546,16 +547,17 @@ def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
         F.try_variant_get(inner, "$['data']", "map<string,string>").alias("_data"),
         F.try_variant_get(inner, "$['beforeData']", "map<string,string>").alias("_before_data"),
     )
-    ids = versions.where(F.col("schema_id").isNotNull()).groupBy("schema_id").agg(
+    ids = versions.where(F.col("schema_id").isNotNull()).groupBy(F.col("schema_id").alias("_by_schema_id")).agg(
         F.max_by(F.struct("schema", "table"), "version").alias("_by_id")
     )
-    dt = dt.join(F.broadcast(ids), dt["_ext_id"] == ids["schema_id"], "left").drop("schema_id")
+    # no drop() of the join's helper columns: see _parsed
+    dt = dt.join(F.broadcast(ids), F.col("_ext_id") == F.col("_by_schema_id"), "left")
     by_msg = F.col("_msg_table").isNotNull()
     return dt.select(
         "*",
         F.when(by_msg, F.col("_msg_schema")).otherwise(F.col("_by_id.schema")).alias("_schema"),
         F.when(by_msg, F.col("_msg_table")).otherwise(F.col("_by_id.table")).alias("_table"),
-    ).drop("_by_id")
+    )
 
 
 def _matches(table: TableConfig) -> Column:
