@@ -121,3 +121,82 @@ def test_a_broken_config_stops_before_spark_starts(tmp_path):
     assert res.returncode == 2
     assert "orders.yml:3: keys:" in res.stderr and "orders.yml:4: scd_types[0]:" in res.stderr
     assert not (tmp_path / "wh").exists()
+
+
+SEEDS_CES = Path(__file__).resolve().parent / "fixtures" / "ces"
+QLIK = Path(__file__).resolve().parent / "fixtures" / "qlik" / "customers"
+
+
+def ces_line(name: str) -> str:
+    """A seed example (tests/fixtures/ces/seed_*.json, verbatim from the seed page) as one JSON line."""
+    return " ".join(line.strip() for line in (SEEDS_CES / f"seed_{name}.json").read_text().splitlines())
+
+
+def test_ces_and_qlik_two_runs_to_gold(spark, tmp_path):
+    """CES (the seed's insert/update/delete of Purchases 105) and Qlik (full load, CDC with partial
+    masks, a key change, a delete, and tableVersion 2 adding TIER) through `sqlcdc run`, in two runs.
+    Expected rows are written by hand from the seed page and the Qlik fixture's story
+    (tests/test_qlik.py's docstring)."""
+    ces_in, qlik_in = tmp_path / "landing" / "ces", tmp_path / "landing" / "qlik"
+    ces_in.mkdir(parents=True)
+    qlik_in.mkdir(parents=True)
+    base = tmp_path / "config"
+    (base / "tables").mkdir(parents=True)
+    (base / "pipeline.yml").write_text(
+        "name: e2e_ces_qlik\nsources:\n"
+        f"  ces_src:\n    format: ces\n    landing: {ces_in}\n    options: {{serialization: json}}\n"
+        f"  crm:\n    format: qlik\n    landing: {qlik_in}\n"
+    )
+    (base / "tables" / "purchases.yml").write_text("source: ces_src\ntable: dbo.Purchases\nkeys: [purchase_id]\n")
+    (base / "tables" / "customers.yml").write_text("source: crm\ntable: dbo.customers\n")  # keys from metadata
+    wh = tmp_path / "warehouse"
+
+    # run 1: CES insert + update; Qlik metadata v1 + full load
+    (ces_in / "a.json").write_text(ces_line("insert") + "\n" + ces_line("update") + "\n")
+    for name in ("01_metadata_v1.jsonl", "02_full_load.jsonl"):
+        shutil.copy(QLIK / name, qlik_in / name)
+    first = run(base / "pipeline.yml", wh)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+
+    purchases = table(spark, wh, "gold_purchases_scd1").collect()
+    assert [(r.purchase_id, r.product_name, r.price_per_item, r.quantity) for r in purchases] == [
+        (105, "Game 2066", 50, 2)  # the update's current image
+    ]
+    customers = table(spark, wh, "gold_customers_scd1")
+    assert customers.columns == ["ID", "NAME", "EMAIL", "BALANCE"]  # tableVersion 1: no TIER yet
+    assert sorted((r.ID, r.NAME) for r in customers.collect()) == [(1, "Alice"), (2, "Bob"), (3, "Carol")]
+
+    # run 2: CES delete; Qlik CDC (with the tableVersion 2 metadata mid-file)
+    (ces_in / "b.json").write_text(ces_line("delete") + "\n")
+    shutil.copy(QLIK / "03_cdc.jsonl", qlik_in / "03_cdc.jsonl")
+    second = run(base / "pipeline.yml", wh)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+
+    assert table(spark, wh, "gold_purchases_scd1").count() == 0  # deleted
+    history = sorted(
+        (r.product_name, r["__START_AT"].commit_lsn, r["__END_AT"].commit_lsn)
+        for r in table(spark, wh, "gold_purchases_scd2").collect()
+    )
+    assert history == [
+        ("Game 2066", "0000002C000003500004", "0000002C000003600019"),  # update .. delete
+        ("Game 2077", "0000002C00000300017C", "0000002C000003500004"),  # insert .. update
+    ]
+    current = sorted(
+        (r.ID, r.NAME, r.EMAIL, str(r.BALANCE), r.TIER) for r in table(spark, wh, "gold_customers_scd1").collect()
+    )
+    assert current == [
+        (1, "Alicia", "a@x.org", "10.00", "silver"),  # columnMask left EMAIL/BALANCE untouched
+        (2, "Bob", None, "25.50", None),  # a provided NULL set EMAIL to NULL
+        (5, "Eve", "e@x.org", "50.00", "gold"),  # inserted after tableVersion 2
+        (30, "Carol", "c@x.org", "30.00", None),  # key 3 -> 30: the old key is gone
+    ]
+    scd2 = table(spark, wh, "gold_customers_scd2")
+    assert scd2.count() == 9
+    assert scd2.where("ID = 4 AND __END_AT IS NOT NULL").count() == 1  # Dan: inserted, then deleted
+
+    # conservation per source: landed = silver + quarantine + skipped (Qlik metadata messages)
+    for src, silver_name, skipped in (("ces_src", "silver_purchases", 0), ("crm", "silver_customers", 2)):
+        landed = table(spark, wh, f"bronze_{src}").count()
+        silver = table(spark, wh, silver_name).count()
+        quarantined = table(spark, wh, f"quarantine_{src}").count()
+        assert (landed, silver + quarantined + skipped) == ({"ces_src": 3, "crm": 12}[src],) * 2

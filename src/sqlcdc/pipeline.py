@@ -32,7 +32,7 @@ from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
 
 from sqlcdc import apply_changes, dq_metrics, expectations, formats, model, runtime
-from sqlcdc import kafka
+from sqlcdc import kafka, reshape
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
 from sqlcdc.values import ColumnSpec
 
@@ -247,6 +247,10 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     def bronze() -> DataFrame:
         return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
 
+    if not runtime.is_databricks():
+        reshaped = [t.qualified for t in tables if _record_if_reshaped(t, list(columns(t)))]
+        if reshaped:
+            raise reshape.TablesReshaped(f"columns changed: {', '.join(reshaped)}; sqlcdc run rebuilds their views")
     for table in tables:
         _batch_table(decoder, table, bronze)
 
@@ -291,6 +295,24 @@ def _batch_table(decoder, table: TableConfig, bronze) -> None:
         comment=table.comment or f"Changes of {table.qualified} ({table.source.format}), canonical model.",
         table_properties=table.table_properties or None,
     )(silver)
+
+
+def _record_if_reshaped(table: TableConfig, cols: list[ColumnSpec]) -> bool:
+    """Record ``table``'s silver and gold views for a rebuild when its discovered columns changed
+    since the last run (see :mod:`sqlcdc.reshape`); True when it did."""
+    session = spark()
+    marker = session.conf.get(reshape.MARKER_CONF, None)
+    if not marker or not session.catalog.tableExists(table.silver_table):
+        return False
+    after = session.read.table(table.silver_table).schema["after"].dataType
+    change = reshape.column_change(
+        [(f.name, f.dataType.simpleString()) for f in after.fields], [(c.name, c.spark_type) for c in cols]
+    )
+    if change is None:
+        return False
+    names = [table.silver_table] + [_target(table, t) for t in table.scd_types]
+    reshape.record(marker, names, f"the columns of {table.qualified} changed ({change})")
+    return True
 
 
 def declare_gold(cfg: PipelineConfig) -> None:

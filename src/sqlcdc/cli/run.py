@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from sqlcdc import runtime
+from sqlcdc import reshape, runtime
 from sqlcdc.config import ConfigError, PipelineConfig, load_pipeline
 
 NAME = "run"
@@ -82,7 +82,10 @@ def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]
     spec = {
         "name": cfg.name,
         "storage": (warehouse / "_storage").as_uri(),
-        "configuration": {"sqlcdc.config": str(Path(cfg.file).resolve())},
+        "configuration": {
+            "sqlcdc.config": str(Path(cfg.file).resolve()),
+            reshape.MARKER_CONF: str(reshape_marker(warehouse)),
+        },
         # SDP resolves library globs relative to the spec's folder and accepts only file paths.
         "libraries": [{"glob": {"include": f"{rel}/{layer}.py"}} for layer in ("bronze", "silver", "gold")],
     }
@@ -112,8 +115,24 @@ def run_pipeline(
     elif refresh:
         cmd += ["--refresh", ",".join(refresh)]
     log_path = spec_path.parent / "last-run.log"
+    marker = reshape_marker(warehouse)
     with _connect_port_lock(quiet):
+        marker.unlink(missing_ok=True)
+        code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, expect_reshape=True)
+        rebuilt = reshape.recorded(marker)
+        if code == 0 or not rebuilt:
+            return code
+        names = sorted({n for tables, _ in rebuilt for n in tables})
+        for _, reason in rebuilt:
+            print(f"sqlcdc run: {reason}: rebuilding {', '.join(names)}", flush=True)
+        reshape.drop_in_child(warehouse, names)
+        marker.unlink(missing_ok=True)
         return _run(cmd, env, spec_path, log_path, full_refresh, quiet)
+
+
+def reshape_marker(warehouse: Path) -> Path:
+    """Where the pipeline definitions record views to rebuild (:mod:`sqlcdc.reshape`)."""
+    return warehouse / "_sqlcdc" / "reshaped.jsonl"
 
 
 def _connect_port_lock(quiet: bool):
@@ -162,7 +181,7 @@ def _wait_for_free_port(port: int, quiet: bool, timeout_s: float = 900.0) -> Non
         _time.sleep(2)
 
 
-def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool) -> int:
+def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool, expect_reshape: bool = False) -> int:
     if not quiet:
         print(f"sqlcdc run: starting Spark ({'full refresh' if full_refresh else 'incremental'}); "
               f"full log: {log_path}", flush=True)
@@ -179,6 +198,8 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
             elif re.search(r"(Exception|Error)\b.*:", line) and not line.startswith((" ", "\t")):
                 errors.append(line.rstrip())
         code = proc.wait()
+    if code != 0 and expect_reshape and reshape.recorded(reshape_marker(spec_path.parent.parent)):
+        return code  # not a failure: the caller rebuilds the reshaped views and runs again
     if code != 0:
         print(f"sqlcdc run: the pipeline failed (exit {code}). Last errors:", file=sys.stderr)
         for line in errors[-5:]:
