@@ -27,10 +27,12 @@ class Balance:
     quarantined: int
     skipped: int
     dropped: int = 0
+    pending: int = 0
+    """Records waiting for the rest of a group (CES split-event segments within their timeout)."""
 
     @property
     def ok(self) -> bool:
-        return self.landed == self.in_silver + self.quarantined + self.skipped + self.dropped
+        return self.landed == self.in_silver + self.quarantined + self.skipped + self.dropped + self.pending
 
 
 def table_path(warehouse: Path, table: str) -> Path:
@@ -89,10 +91,25 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
         d = _read(spark, warehouse, dq_metrics.dropped_table(s))
         d_ids = d.select(F.explode(F.split(F.col("bronze_record_id"), ",")).alias("record_id")) if d is not None else None
 
+        # Which record id's silver/quarantine row accounts for each record: itself, unless the
+        # decoder says otherwise (CES: the segments of a split event ride on its final segment).
+        if hasattr(decoder, "disposition"):
+            disp = decoder.disposition(bronze, s)
+            carriers = disp.select("record_id", F.col("carried_by").alias("carrier"))
+            pending = disp.where(F.col("status") == "pending").select("record_id").distinct().count()
+        else:
+            carriers, pending = ids.select("record_id", F.col("record_id").alias("carrier")), 0
+
         def n_in(other: DataFrame | None) -> int:
+            if other is None:
+                return 0
+            found = carriers.join(other.distinct().select(F.col("record_id").alias("carrier")), "carrier", "left_semi")
+            return found.select("record_id").distinct().count()
+
+        def n_own(other: DataFrame | None) -> int:
             return 0 if other is None else ids.join(other.distinct(), "record_id", "left_semi").count()
 
-        result.append(Balance(s.name, ids.count(), n_in(silver_ids), n_in(q_ids), n_in(skipped), n_in(d_ids)))
+        result.append(Balance(s.name, ids.count(), n_in(silver_ids), n_in(q_ids), n_own(skipped), n_in(d_ids), pending))
     return result
 
 
@@ -118,7 +135,9 @@ def print_summary(cfg: PipelineConfig, warehouse: Path) -> bool:
             print(
                 f"\nsource {b.source}: landed {b.landed} = silver {b.in_silver} + quarantine {b.quarantined}"
                 + (f" + dropped {b.dropped}" if b.dropped else "")
-                + f" + skipped {b.skipped} ({status})"
+                + f" + skipped {b.skipped}"
+                + (f" + pending {b.pending} (segments awaiting the rest of their split event)" if b.pending else "")
+                + f" ({status})"
             )
         return ok
     finally:

@@ -721,19 +721,23 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
 
 
 def disposition(bronze: DataFrame, source: SourceConfig) -> DataFrame:
-    """Where each bronze record went: ``record_id, logicalid, status`` with status one of
+    """Where each bronze record went: ``record_id, logicalid, status, carried_by`` with status one of
     ``invalid_envelope``, ``event``, ``segment``, ``duplicate_segment``, ``pending``, ``timed_out``
-    (see the module docstring for the conservation identity)."""
+    (see the module docstring for the conservation identity). ``carried_by`` is the record id in
+    the ``bronze_record_id`` of the silver or quarantine row that accounts for this record: itself,
+    or for the segments of a complete split event the group's final segment (the summary's balance
+    uses it)."""
     env = envelopes(bronze, source)
     plain = env.where((F.size("_violations") > 0) | F.col("single")).select(
         "record_id", "logicalid",
         F.when(F.size("_violations") > 0, F.lit("invalid_envelope")).otherwise(F.lit("event")).alias("status"),
+        F.col("record_id").alias("carried_by"),
     )
     groups = _groups(env, source)
     # position in the sorted array decides: the first copy of an index is the one reassembled
     # (record ids alone cannot tell two identical lines of one file apart)
     seg = groups.select(
-        "logicalid", "complete", "timed_out", "sorted", F.posexplode("sorted").alias("pos", "s")
+        "logicalid", "complete", "timed_out", "sorted", "tail", F.posexplode("sorted").alias("pos", "s")
     ).select(
         F.col("s.record_id").alias("record_id"),
         "logicalid",
@@ -746,5 +750,6 @@ def disposition(bronze: DataFrame, source: SourceConfig) -> DataFrame:
         .when(F.col("timed_out"), F.lit("timed_out"))
         .otherwise(F.lit("pending"))
         .alias("status"),
+        F.when(F.col("complete"), F.col("tail.record_id")).otherwise(F.col("s.record_id")).alias("carried_by"),
     )
     return plain.unionByName(seg)
