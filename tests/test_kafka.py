@@ -459,3 +459,64 @@ def test_registry_schemas_are_the_topic_subjects_versions_by_id():
         got = kafka.avro_schemas(src)
     assert sorted(got) == [41, 42] and json.loads(got[42]) == DEBEZIUM_AVSC
     assert not any("other.topic" in r or "-key" in r for r in registry.requests[1:])
+
+
+def _confluent(schema_id: int, schema: dict, record: dict) -> bytes:
+    """A value in the Confluent wire format: magic byte 0, 4-byte big-endian schema id, Avro binary."""
+    import io
+
+    import fastavro
+
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), record)
+    return b"\x00" + schema_id.to_bytes(4, "big") + buf.getvalue()
+
+
+def _kafka_rows(spark, values: list):
+    """Rows shaped like Spark's Kafka source (one partition, offsets 0..n-1) for ``values``."""
+    rows = [(None, v, "server1.dbo.customers", 0, i, None, []) for i, v in enumerate(values)]
+    return spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long, "
+                                       "timestamp timestamp, headers array<struct<key:string,value:binary>>")
+
+
+def test_confluent_avro_values_decode_to_the_same_silver_as_their_json(spark):
+    c = customer
+    events = [
+        event("r", after=c(1001, "sally", "thomas"), commit_lsn=lsn(0x26, 0x100, 1), change_lsn=None, serial=None,
+              snapshot="true", with_schema=False),
+        event("u", before=c(1001, "sally", "thomas"), after=c(1001, "sally", "thomas", "sally@acme.example"),
+              commit_lsn=lsn(0x27, 0x800, 5), change_lsn=lsn(0x27, 0x800, 3), serial=2, snapshot="false", with_schema=False),
+        event("d", before=c(1001, "sally", "thomas", "sally@acme.example"), commit_lsn=lsn(0x28, 0x100, 4),
+              change_lsn=lsn(0x28, 0x100, 2), serial=1, snapshot="false", with_schema=False),
+    ]
+    schema_fields = {f["name"] for f in DEBEZIUM_AVSC["fields"]}
+    source_fields = {f["name"] for f in DEBEZIUM_AVSC["fields"][2]["type"]["fields"]}
+    events = [{**{k: v for k, v in e.items() if k in schema_fields},
+               "source": {k: v for k, v in e["source"].items() if k in source_fields}} for e in events]
+    schemas = {42: json.dumps(DEBEZIUM_AVSC)}
+    bad = [b"{\"op\": \"c\"}",  # JSON where Avro was expected: no magic byte
+           b"\x00\x00\x00\x00\x07" + b"\x02",  # a schema id no registry/folder has
+           b"\x00\x00\x00\x00\x2a" + b"\xff\xff\xff"]  # id 42, but the body is not that record
+    avro = _kafka_rows(spark, [_confluent(42, DEBEZIUM_AVSC, e) for e in events] + bad + [None])
+    as_json = _kafka_rows(spark, [json.dumps(e).encode() for e in events])
+    table = TableConfig(name="customers", source=kafka_source(), schema="dbo", table="customers", keys=("id",))
+
+    from sqlcdc import expectations
+
+    envelope = expectations.envelope_schema(debezium)
+    avro_bronze = kafka.bronze_frame(avro, kafka.confluent_avro_json(F.col("value"), schemas))
+    via_avro = debezium.decode(expectations.valid_envelopes(avro_bronze, debezium, envelope), table, COLS)
+    via_json = debezium.decode(kafka.bronze_frame(as_json), table, COLS)
+
+    def silver(d):
+        return sorted(tuple(r) for r in d.changes.select("op", "key", "before", "after", "sequence", "bronze_file").collect())
+
+    got = silver(via_avro)
+    assert got == silver(via_json)
+    assert sorted(r[0] for r in got) == ["DELETE", "SNAPSHOT", "UPDATE"]
+    quarantined = expectations.invalid_envelopes(avro_bronze, debezium, envelope, table.source)
+    reasons = sorted(r.reason for r in quarantined.collect())
+    assert len(reasons) == 3, reasons  # the tombstone (null value) is skipped, not quarantined
+    assert any("not in the Confluent wire format" in r for r in reasons), reasons
+    assert any("unknown schema id 7" in r for r in reasons)
+    assert any("does not decode with schema id 42" in r for r in reasons)

@@ -440,7 +440,9 @@ def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
               F.format_string("unknown schema id %d", schema_id))
         .when(text.isNull(), F.format_string("does not decode with schema id %d", schema_id))
     )
-    undecodable = F.format_string("undecodable Confluent Avro (%s): %s", reason, F.base64(value))
+    from sqlcdc.formats._schema_check import UNDECODABLE
+
+    undecodable = F.format_string(UNDECODABLE + "Confluent Avro (%s): %s", reason, F.base64(value))
     return F.when(value.isNull(), F.lit(None).cast("string")).when(reason.isNotNull(), undecodable).otherwise(text)
 
 

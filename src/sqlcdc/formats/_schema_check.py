@@ -42,6 +42,11 @@ _NUMERIC_RE = r"^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL|FLOAT|DOUBLE)"
 
 NOT_JSON = "$: not JSON"
 
+UNDECODABLE = "undecodable "
+"""How a transport marks a value it could not turn into JSON text (e.g. Confluent Avro with an
+unknown schema id, :func:`sqlcdc.kafka.confluent_avro_json`): :func:`explain` passes such a text
+on as the reason, rather than a JSON parse error that hides it."""
+
 
 @lru_cache(maxsize=None)
 def load(schema_file: str) -> dict[str, Any]:
@@ -180,6 +185,8 @@ def explain(schema_file: str, text: str | None, *, limit: int = 2000) -> str | N
     """
     if text is None:
         return None
+    if text.startswith(UNDECODABLE):
+        return text[:limit]
     try:
         doc = json.loads(text)
     except ValueError as e:

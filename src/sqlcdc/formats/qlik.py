@@ -389,7 +389,7 @@ def explain(text: str | None, *, limit: int = 2000) -> str | None:
     try:
         doc = json.loads(text)
     except ValueError as e:
-        return f"not JSON: {e}"
+        return text[:limit] if text.startswith(sc.UNDECODABLE) else f"not JSON: {e}"
     if not isinstance(doc, dict):
         return f"not a JSON object but {type(doc).__name__}"
     kind, wrapped = _py_kind(doc)
