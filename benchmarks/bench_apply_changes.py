@@ -27,11 +27,13 @@ from sqlcdc.apply_changes import ApplyChangesSpec, changes_log_location, merge_s
 from sqlcdc.runtime import local_spark
 
 
-def changes(spark: SparkSession, start: int, n: int, keys: int, late_from: int | None = None, seed: int = 0) -> DataFrame:
+def changes(spark: SparkSession, start: int, n: int, keys: int, late_from: int | None = None, seed: int = 0,
+            hot_keys: int | None = None) -> DataFrame:
     """``n`` synthetic apply-frame rows with sequence numbers ``start..start+n-1``.
 
     With ``late_from``, every tenth row takes a sequence number in ``[late_from, start)`` instead
     (late delivery). About 5% are deletes and 20% partial updates (``_provided`` = id + city).
+    With ``hot_keys``, the rows only touch that many keys (a skewed, "hot" batch).
     """
     i = F.col("id") + F.lit(start)
     h = F.abs(F.xxhash64(F.col("id"), F.lit(seed)))
@@ -41,8 +43,9 @@ def changes(spark: SparkSession, start: int, n: int, keys: int, late_from: int |
     hexs = F.lpad(F.upper(F.hex(n_seq)), 20, "0")
     op = F.when(h % 20 == 1, F.lit("DELETE")).otherwise(F.lit("UPSERT"))
     partial = (h % 5 == 2) & (op == "UPSERT")
+    key = (h % keys) if hot_keys is None else (h % hot_keys) * (keys // hot_keys)
     return spark.range(n).select(
-        (h % keys).alias("id"),
+        key.alias("id"),
         F.concat(F.lit("name-"), (h % 997).cast("string")).alias("name"),
         F.concat(F.lit("city-"), (h % 101).cast("string")).alias("city"),
         (h % 100000).cast("decimal(12,2)").alias("amount"),
@@ -80,6 +83,8 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--fraction", type=float, default=0.01)
     ap.add_argument("--scd", choices=["1", "2", "both"], default="both")
+    ap.add_argument("--hot-keys", type=int, default=None,
+                    help="batches touch only this many keys (default: keys drawn uniformly from all)")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--no-check", action="store_true", help="skip the incremental == recompute check")
     args = ap.parse_args()
@@ -90,8 +95,9 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     kinds = [1, 2] if args.scd == "both" else [int(args.scd)]
     batch_n = max(1, int(args.changes * args.fraction))
+    touched = f"{args.hot_keys:,} hot keys" if args.hot_keys else "keys drawn from all"
     print(f"history: {args.changes:,} changes over {args.keys:,} keys; {args.batches} batches of "
-          f"{batch_n:,} ({args.fraction:.1%}), 10% of each batch late; workdir {work}")
+          f"{batch_n:,} ({args.fraction:.1%}, {touched}), 10% of each batch late; workdir {work}")
 
     for kind in kinds:
         spec = ApplyChangesSpec(keys=["id"], stored_as_scd_type=kind, table=f"bench_scd{kind}")
@@ -105,7 +111,8 @@ def main() -> None:
         print(f"{'batch':>5} {'changes':>9} {'incremental s':>14} {'recompute s':>12} {'ratio':>7}")
         seen = args.changes
         for b in range(args.batches):
-            batch = not_null_sequence(changes(spark, seen, batch_n, args.keys, late_from=seen // 2, seed=b + 1))
+            batch = not_null_sequence(changes(spark, seen, batch_n, args.keys, late_from=seen // 2, seed=b + 1,
+                                              hot_keys=args.hot_keys))
             batch = spark.createDataFrame(batch.collect(), batch.schema)  # the batch arrives in memory
             t_inc, _ = timed(lambda: merge(spark, target, batch, spec))
             seen += batch_n
