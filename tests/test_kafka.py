@@ -3,9 +3,10 @@
 * Options: what a ``kafka:`` / ``event_hubs:`` block becomes (no broker, no Spark), secrets redacted.
 * Broker tests on the shared SparkSession: bronze columns and lineage; at-least-once duplicates
   (same offset re-read, same event produced twice) do not change gold.
-* Two real ``sqlcdc run`` tests (``e2e``): the same Debezium events via files and via Kafka give
-  identical gold tables; a run SIGKILLed once bronze has started, then run again, loses nothing and
-  duplicates nothing.
+* Three real ``sqlcdc run`` tests (``e2e``): the same Debezium events via files and via Kafka give
+  identical gold tables; so do the CES and Qlik fixture events (columns discovered from the topics);
+  a run SIGKILLed once bronze has started, then run again, loses nothing and duplicates nothing.
+* Confluent-framed Avro values (no broker): the same silver as their JSON; bad values quarantined.
 
 The broker (``tests/kafka_broker.py``) is Kafka 4.1 in KRaft mode on 127.0.0.1, started once per
 test session and stopped after.
@@ -520,3 +521,62 @@ def test_confluent_avro_values_decode_to_the_same_silver_as_their_json(spark):
     assert any("not in the Confluent wire format" in r for r in reasons), reasons
     assert any("unknown schema id 7" in r for r in reasons)
     assert any("does not decode with schema id 42" in r for r in reasons)
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _fixture_lines() -> tuple[list[str], list[str]]:
+    """(CES seed examples as JSON lines, the Qlik customers scenario's lines), in landing order."""
+    def ces(name):
+        return " ".join(line.strip() for line in (FIXTURES / "ces" / f"seed_{name}.json").read_text().splitlines())
+
+    qlik_dir = FIXTURES / "qlik" / "customers"
+    qlik = [line for f in sorted(qlik_dir.glob("*.jsonl")) for line in f.read_text().splitlines() if line.strip()]
+    return [ces("insert"), ces("update"), ces("delete")], qlik
+
+
+@pytest.mark.e2e
+def test_ces_and_qlik_via_kafka_give_the_same_gold_as_via_files(spark, broker, tmp_path):
+    """CES and Qlik events produced to a real broker and run to gold with `sqlcdc run`, next to the
+    same events landed as files: identical gold; columns (and Qlik's keys) discovered from the topics."""
+    ces_lines, qlik_lines = _fixture_lines()
+    produce(spark, broker.bootstrap, "ces.purchases", ces_lines)
+    produce(spark, broker.bootstrap, "qlik.customers", qlik_lines)
+    ces_dir, qlik_dir = tmp_path / "landing" / "ces", tmp_path / "landing" / "qlik"
+    ces_dir.mkdir(parents=True)
+    qlik_dir.mkdir(parents=True)
+    (ces_dir / "events.json").write_text("\n".join(ces_lines) + "\n")
+    (qlik_dir / "all.jsonl").write_text("\n".join(qlik_lines) + "\n")
+    base = tmp_path / "config"
+    (base / "tables").mkdir(parents=True)
+    def stream(fmt: str, topic: str) -> str:
+        return (f"    format: {fmt}\n    options: {{serialization: json}}\n" if fmt == "ces" else f"    format: {fmt}\n") + (
+            f"    kafka:\n      bootstrap_servers: {broker.bootstrap}\n      topic: {topic}\n")
+
+    (base / "pipeline.yml").write_text(
+        "name: kafka_ces_qlik\nsources:\n"
+        f"  ces_files:\n    format: ces\n    landing: {ces_dir}\n    options: {{serialization: json}}\n"
+        f"  qlik_files:\n    format: qlik\n    landing: {qlik_dir}\n"
+        f"  ces_stream:\n{stream('ces', 'ces.purchases')}"
+        f"  qlik_stream:\n{stream('qlik', 'qlik.customers')}"
+    )
+    for name, source, table, keys in (("purchases_files", "ces_files", "dbo.Purchases", "keys: [purchase_id]\n"),
+                                      ("purchases_kafka", "ces_stream", "dbo.Purchases", "keys: [purchase_id]\n"),
+                                      ("customers_files", "qlik_files", "dbo.customers", ""),
+                                      ("customers_kafka", "qlik_stream", "dbo.customers", "")):
+        (base / "tables" / f"{name}.yml").write_text(f"source: {source}\ntable: {table}\nname: {name}\n{keys}")
+    wh = tmp_path / "warehouse"
+    res = sqlcdc_run(base / "pipeline.yml", wh)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+    assert delta(spark, wh, "bronze_ces_stream").count() == 3
+    assert delta(spark, wh, "bronze_qlik_stream").count() == 12
+    lineage = ("bronze_record_id", "bronze_file", "bronze_ingest_time")
+    for files, stream in (("purchases_files", "purchases_kafka"), ("customers_files", "customers_kafka")):
+        for scd in ("scd1", "scd2"):
+            a, b = delta(spark, wh, f"gold_{files}_{scd}"), delta(spark, wh, f"gold_{stream}_{scd}")
+            assert a.columns == b.columns
+            assert table_rows(a, lineage) == table_rows(b, lineage), (files, scd)
+    assert delta(spark, wh, "gold_purchases_kafka_scd2").count() == 2  # seed insert and update, closed by the delete
+    assert delta(spark, wh, "gold_customers_kafka_scd1").count() == 4  # tests/test_qlik.py's story

@@ -487,11 +487,14 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
             spec_for_sql_type(c["name"], c["type"], ordinal=i + 1, lob=c.get("lob"))
             for i, c in enumerate(table.columns)
         ]
-    row = _latest_event(read_bronze(spark, source, streaming=False), table) if spark is not None else None
+    from sqlcdc import kafka
+
+    reader = kafka.read_bronze if kafka.is_kafka_source(source) else read_bronze
+    row = _latest_event(reader(spark, source, streaming=False), table) if spark is not None else None
     if row is None:
         raise ConfigError([
             f"{table.file or 'table config'}:1: columns: table {table.qualified} has no `columns:` and no valid "
-            f"CES event for it was found under {source.landing}; add `columns:` (name and SQL Server type per column)"
+            f"CES event for it was found in {source.landing or 'its Kafka topic'}; add `columns:` (name and SQL Server type per column)"
         ])
     cols = sorted(row["src_cols"], key=lambda c: (c["index"] if c["index"] is not None else 1 << 30))
     return [spec_for_sql_type(c["name"], c["type"], ordinal=(c["index"] + 1 if c["index"] is not None else None)) for c in cols]

@@ -830,8 +830,13 @@ def discover(spark: SparkSession, source: SourceConfig) -> DataFrame:
     """Metadata versions (:func:`metadata_versions`) found in the source's landing folders.
 
     A batch scan of the landed lines that contain ``"tableStructure"`` (metadata messages are
-    few and small); folders that do not exist yet give no versions.
+    few and small); folders that do not exist yet give no versions. A Kafka source is scanned on
+    its topic(s) instead (a batch read of what is there now).
     """
+    from sqlcdc import kafka
+
+    if kafka.is_kafka_source(source):
+        return metadata_versions(_metadata_parsed(kafka.read_bronze(spark, source, streaming=False)))
     paths = [p for p in (source.landing, source.options.get("metadata_landing")) if p]
     frames = []
     for p in paths:
