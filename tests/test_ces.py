@@ -657,3 +657,32 @@ def test_summary_balance_accounts_for_split_segments_and_pending_ones(spark, tmp
     # 8 lines, 7 records (a line repeated in one file has one record id): 4 distinct segments of
     # one event -> its 1 silver row accounts for all 4; 2 pending segments; 1 not JSON
     assert (b.landed, b.in_silver, b.quarantined, b.pending, b.ok) == (7, 4, 1, 2, True)
+
+
+def test_unknown_types_are_warned_in_silver_and_counted_in_dq_metrics(spark, tmp_path):
+    """An unknown SQL Server type (geography) stays text, is not dropped, and DQ metrics count it."""
+    from sqlcdc import dq_metrics, expectations
+    from sqlcdc.config import load_pipeline
+
+    base = tmp_path / "config"
+    (base / "tables").mkdir(parents=True)
+    (base / "pipeline.yml").write_text("name: types\nsources:\n  ces_src:\n    format: ces\n    landing: /nowhere\n")
+    (base / "tables" / "typed.yml").write_text("source: ces_src\ntable: dbo.Typed\nname: typed\nkeys: [id]\n")
+    cfg = load_pipeline(base / "pipeline.yml")
+    src, table = cfg.sources["ces_src"], cfg.tables[0]
+    cols = [ces.spec_for_sql_type(n, t) for n, t in TYPED_COLS]
+    no_shape = {k: v for k, v in TYPED_VALUES.items() if k != "shape"}
+    events = [event("INS", table="Typed", cols=TYPED_COLS, pk={"id": "1"}, current={**TYPED_VALUES, "id": "1"}),
+              event("INS", table="Typed", cols=TYPED_COLS, pk={"id": "2"}, current={**no_shape, "id": "2"}, seq=2)]
+    bronze = bronze_of(spark, [json.dumps(e) for e in events])
+    d = ces.decode(bronze, table, cols)
+    silver = expectations.passed(expectations.check(d.changes, table, cols), table)
+    warned = {r.key["id"]: r.dq_warnings for r in silver.collect()}
+    assert warned == {1: ["unknown_type_shape"], 2: []}  # both rows kept; only the one with a value warned
+
+    empty_q = spark.createDataFrame([], d.quarantine.schema)
+    frames = {src.bronze_table: bronze, table.silver_table: silver, src.quarantine_table: empty_q,
+              dq_metrics.dropped_table(src): empty_q}
+    m = dq_metrics.metrics(cfg, lambda name: frames[name], lambda t: cols)
+    (row,) = m.where("rule = 'unknown_type_shape'").collect()
+    assert (row.action, row.rows_checked, row.rows_warned, row.rows_passed) == ("warn", 2, 1, 1)

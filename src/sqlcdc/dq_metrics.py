@@ -44,7 +44,7 @@ A row counted under a rule that removed it is not counted under the warn rules i
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from pyspark import pipelines as dp
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -68,8 +68,9 @@ def dropped_table(source: SourceConfig) -> str:
     return f"dropped_{source.name}"
 
 
-def declare(cfg: PipelineConfig) -> None:
-    """The ``dq_metrics`` materialized view (call after the silver/quarantine/dropped tables)."""
+def declare(cfg: PipelineConfig, columns: Callable[[TableConfig], Sequence[Any]] = lambda t: ()) -> None:
+    """The ``dq_metrics`` materialized view (call after the silver/quarantine/dropped tables).
+    ``columns(table)``: the table's ColumnSpecs, for the rules they call for (unknown source types)."""
 
     @dp.materialized_view(
         name=TABLE,
@@ -77,7 +78,7 @@ def declare(cfg: PipelineConfig) -> None:
         "warned, dropped, quarantined; freshness and lag. See sqlcdc.dq_metrics.",
     )
     def dq_metrics() -> DataFrame:
-        return metrics(cfg, SparkSession.active().read.table)
+        return metrics(cfg, SparkSession.active().read.table, columns)
 
 
 def _lit_array(values: list[str]) -> Column:
@@ -91,7 +92,8 @@ def _per_table(tables: list[TableConfig], value: Callable[[TableConfig], Column]
     return out
 
 
-def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame]) -> DataFrame:
+def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
+            columns: Callable[[TableConfig], Sequence[Any]] = lambda t: ()) -> DataFrame:
     """The metrics frame (see the module doc). ``read(name)`` returns a table as a batch frame.
 
     Built from selects, unions, ``groupBy().agg()`` and joins only: valid inside an SDP query function.
@@ -127,7 +129,7 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame]) -> DataFrame:
             parts.append(event(read(t.silver_table), source, F.lit(t.name), F.col(expectations.WARNINGS_COL),
                                one, zero, zero, one, F.col("commit_time")))
         q = read(source.quarantine_table)
-        exp_names = _per_table(src_tables, lambda t: _lit_array([r.name for r in expectations.rules_for(t)]),
+        exp_names = _per_table(src_tables, lambda t: _lit_array([r.name for r in expectations.rules_for(t, columns(t))]),
                                F.array().cast("array<string>"))
         reached = F.when(F.col("table_name").isNotNull() & F.arrays_overlap(F.col("rules"), exp_names), one).otherwise(zero)
         parts.append(event(q, source, F.coalesce(F.col("table_name"), F.lit(SOURCE_LEVEL)), F.col("rules"),
@@ -153,7 +155,7 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame]) -> DataFrame:
     base = base.where(F.col("table_name") != SOURCE_LEVEL).union(bronze_base)
 
     failures = events.select(*keys, F.explode("rules").alias("rule"), "kept", "dropped", "quarantined")
-    configured = _per_table(tables, lambda t: _lit_array([r.name for r in expectations.rules_for(t)]),
+    configured = _per_table(tables, lambda t: _lit_array([r.name for r in expectations.rules_for(t, columns(t))]),
                             F.array().cast("array<string>"))
     zeros = base.where(F.col("table_name") != SOURCE_LEVEL).select(
         *keys, F.explode(configured).alias("rule"), zero.alias("kept"), zero.alias("dropped"), zero.alias("quarantined")
@@ -166,7 +168,8 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame]) -> DataFrame:
     def lookup(attr: Callable) -> Column:
         return _per_table(
             tables,
-            lambda t: F.element_at(F.create_map(*[x for r in expectations.rules_for(t) for x in (F.lit(r.name), F.lit(attr(r)))]),
+            lambda t: F.element_at(F.create_map(*[x for r in expectations.rules_for(t, columns(t))
+                                                  for x in (F.lit(r.name), F.lit(attr(r)))]),
                                    F.col("rule")),
             F.lit(None).cast("string"),
         )

@@ -104,13 +104,34 @@ def default_rules(table: TableConfig) -> list[Rule]:
     ]
 
 
-def rules_for(table: TableConfig) -> list[Rule]:
-    """Default rules (unless a config rule has the same name), then the config's rules, in order."""
+def rules_for(table: TableConfig, columns: Iterable[Any] = ()) -> list[Rule]:
+    """Default rules (unless a config rule has the same name), then the config's rules, in order,
+    then the warnings the table's columns call for (:func:`column_rules`)."""
     configured = [
         Rule(r["name"], r["constraint"], r.get("action", "warn"), r.get("description")) for r in table.expectations
     ]
     names = {r.name for r in configured}
-    return [r for r in default_rules(table) if r.name not in names] + configured
+    return [r for r in default_rules(table) if r.name not in names] + configured + column_rules(table, columns)
+
+
+def column_rules(table: TableConfig, columns: Iterable[Any]) -> list[Rule]:
+    """A ``warn`` rule ``unknown_type_<column>`` per column whose source type the decoder does not
+    know (its optional ``unknown_types(columns)``; CES: e.g. ``geography``): the values stay text,
+    every row carrying one is counted in DQ metrics as warned, nothing is dropped.
+
+    >>> # CES column shape geography -> Rule("unknown_type_shape", "`shape` IS NULL", "warn", ...)
+    """
+    from sqlcdc import formats
+
+    specs = [c for c in columns if hasattr(c, "source_type")]
+    unknown = getattr(formats.get(table.source.format), "unknown_types", None)
+    if not specs or unknown is None:
+        return []
+    return [
+        Rule(f"unknown_type_{name}", f"{_q(name)} IS NULL", "warn",
+             f"source type {source_type!r} of column {name} is not known to sqlcdc: its values are kept as text")
+        for name, source_type in unknown(specs)
+    ]
 
 
 # --- evaluation --------------------------------------------------------------------------------
@@ -130,7 +151,8 @@ def check(changes: DataFrame, table: TableConfig, columns: Iterable[Any]) -> Dat
     ``columns`` are the table's :class:`sqlcdc.values.ColumnSpec` (or names). No analysis of
     ``changes`` happens here (SDP forbids it inside query functions).
     """
-    rules = rules_for(table)
+    columns = list(columns)
+    rules = rules_for(table, columns)
     canonical = {c.lower() for c in model.CHANGE_COLUMNS}
     image = F.coalesce(F.col("after"), F.col("before"))
     names = [getattr(c, "name", c) for c in columns]

@@ -146,7 +146,7 @@ def declare_silver(cfg: PipelineConfig) -> None:
             _streaming_silver(source, tables)
         else:
             _batch_silver(source, tables)
-    dq_metrics.declare(cfg)
+    dq_metrics.declare(cfg, columns)
 
 
 def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
