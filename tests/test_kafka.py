@@ -580,3 +580,81 @@ def test_ces_and_qlik_via_kafka_give_the_same_gold_as_via_files(spark, broker, t
             assert table_rows(a, lineage) == table_rows(b, lineage), (files, scd)
     assert delta(spark, wh, "gold_purchases_kafka_scd2").count() == 2  # seed insert and update, closed by the delete
     assert delta(spark, wh, "gold_customers_kafka_scd1").count() == 4  # tests/test_qlik.py's story
+
+
+_QLIK_ROW = {"type": "record", "name": "Row", "namespace": "dbo.customers", "fields": [
+    {"name": "ID", "type": "int"}] + [{"name": n, "type": ["null", "string"], "default": None} for n in ("NAME", "EMAIL", "BALANCE")]}
+_QLIK_HEADERS = [("operation", "string"), ("changeSequence", "string"), ("timestamp", "string"), ("streamPosition", "string"),
+                 ("transactionId", "string"), ("changeMask", "string"), ("columnMask", "string"),
+                 ("transactionEventCounter", "long"), ("transactionLastEvent", "boolean")]
+QLIK_AVSC = {"type": "record", "name": "DataRecord", "namespace": "com.attunity.queue.msg", "fields": [
+    {"name": "schema", "type": ["null", "string"], "default": None},
+    {"name": "table", "type": ["null", "string"], "default": None},
+    {"name": "data", "type": ["null", _QLIK_ROW], "default": None},
+    {"name": "beforeData", "type": ["null", "dbo.customers.Row"], "default": None},
+    {"name": "headers", "type": {"type": "record", "name": "Headers", "fields": [
+        {"name": n, "type": t} for n, t in _QLIK_HEADERS] + [{"name": "externalSchemaId", "type": ["null", "string"], "default": None}]}},
+]}
+
+
+def test_qlik_confluent_avro_data_messages_decode_to_the_same_silver_as_their_json(spark):
+    """The fixture's tableVersion-1 data messages (full load + CDC with masks and a key change) as
+    Confluent-framed Avro give the same silver as the same messages in JSON."""
+    from sqlcdc.formats import qlik
+
+    qlik_dir = FIXTURES / "qlik" / "customers"
+    metadata = (qlik_dir / "01_metadata_v1.jsonl").read_text().splitlines()[0]
+    records = []
+    for name in ("02_full_load.jsonl", "03_cdc.jsonl"):
+        for line in (qlik_dir / name).read_text().splitlines():
+            doc = json.loads(line)
+            msg = doc.get("message", doc) if doc.get("magic") else doc
+            if "headers" not in msg or not isinstance(msg.get("headers"), dict):
+                continue  # a metadata message
+            if any("TIER" in (msg.get(k) or {}) for k in ("data", "beforeData")):
+                continue  # tableVersion 2: another writer schema
+            h = msg["headers"]
+            records.append({"schema": msg.get("schema"), "table": msg.get("table"), "data": msg.get("data"),
+                            "beforeData": msg.get("beforeData"),
+                            "headers": {**{n: h.get(n, "" if t == "string" else 0) for n, t in _QLIK_HEADERS},
+                                        "externalSchemaId": h.get("externalSchemaId")}})
+    assert len(records) == 8  # 3 REFRESH + 5 CDC of tableVersion 1
+    src = SourceConfig(name="crm", format="qlik", landing=None, file="pipeline.yml", kafka={})
+    tbl = TableConfig(name="customers", source=src, schema="dbo", table="customers", keys=("ID",))
+    cols = [qlik.spec_for(n, t, ordinal=i) for i, (n, t) in enumerate((("ID", "INT4"), ("NAME", "WSTRING"), ("EMAIL", "STRING")), 1)]
+    cols.append(qlik.spec_for("BALANCE", "NUMERIC", precision=10, scale=2, ordinal=4))
+
+    def bronze(values, avro: bool):
+        md = kafka.bronze_frame(_kafka_rows(spark, [metadata.encode()]))
+        rows = _kafka_rows(spark, [None] + values).where("offset > 0")
+        value = kafka.confluent_avro_json(F.col("value"), {17: json.dumps(QLIK_AVSC)}) if avro else None
+        return md.unionByName(kafka.bronze_frame(rows, value))
+
+    via_avro = qlik.decode(bronze([_confluent(17, QLIK_AVSC, r) for r in records], True), tbl, cols)
+    # JSON as Qlik writes it: no schema/table fields where the message routes by externalSchemaId
+    as_json = [json.dumps({k: v for k, v in r.items() if v is not None or k in ("data", "beforeData")}) for r in records]
+    via_json = qlik.decode(bronze([t.encode() for t in as_json], False), tbl, cols)
+
+    def silver(d):
+        return sorted(tuple(r) for r in d.changes.select(
+            "op", "key", "before", "after", "provided_columns", "changed_columns", "sequence", "bronze_file").collect())
+
+    got = silver(via_avro)
+    assert got == silver(via_json) and len(got) == 8
+    assert via_avro.quarantine.count() == 0
+    assert sorted(r[0] for r in got) == ["DELETE", "INSERT", "SNAPSHOT", "SNAPSHOT", "SNAPSHOT", "UPDATE", "UPDATE", "UPDATE"]
+
+
+def test_avro_schemas_from_a_local_folder_by_schema_id(tmp_path):
+    folder = tmp_path / "schemas"
+    folder.mkdir()
+    (folder / "17.avsc").write_text(json.dumps(QLIK_AVSC, indent=2))
+    (folder / "42.avsc").write_text(json.dumps(DEBEZIUM_AVSC))
+    src = SourceConfig(name="crm", format="qlik", landing=None, file=str(tmp_path / "pipeline.yml"),
+                       kafka={"bootstrap_servers": "127.0.0.1:9", "topic": "t", "value_format": "avro_confluent",
+                              "avro_schemas": "schemas"})  # relative to the pipeline config
+    got = kafka.avro_schemas(src)
+    assert sorted(got) == [17, 42] and json.loads(got[17]) == QLIK_AVSC
+    (folder / "customers.avsc").write_text("{}")
+    with pytest.raises(ConfigError, match="customers.avsc: name a schema file by its registry schema id"):
+        kafka.avro_schemas(src)
