@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterable
 
 import pandas as pd
 from pyspark.sql import Column
@@ -180,7 +180,7 @@ def rule_names(schema: dict[str, Any]) -> list[str]:
 def explain(schema_file: str, text: str | None, *, limit: int = 2000) -> str | None:
     """The jsonschema message for one document (``None`` when it is valid or ``text`` is None).
 
-    >>> explain("ces-cloudevent.schema.json", '{"operation": "MERGE"}')[:40]
+    >>> explain("ces-cloudevent.schema.json", '{"operation": "MERGE"}')[:39]
     "$: 'specversion' is a required property"
     """
     if text is None:
@@ -191,18 +191,22 @@ def explain(schema_file: str, text: str | None, *, limit: int = 2000) -> str | N
         doc = json.loads(text)
     except ValueError as e:
         return f"not JSON: {e}"
-    errors = sorted(validator(schema_file).iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
-    if not errors:
-        return None
+    errors = list(validator(schema_file).iter_errors(doc))
+    return describe(errors)[:limit] if errors else None
+
+
+def describe(errors: Iterable[Any]) -> str:
+    """jsonschema errors as ``<JSON path>: <message>; ...``, in document order (an ``anyOf``
+    lists what each branch wanted)."""
     parts = []
-    for err in errors:
+    for err in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
         where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         if err.validator == "anyOf" and err.context:
             msg = "none of: " + " | ".join(sorted({c.message for c in err.context}))
         else:
             msg = err.message
         parts.append(f"{where}: {msg[:300]}")
-    return "; ".join(parts)[:limit]
+    return "; ".join(parts)
 
 
 @lru_cache(maxsize=None)
