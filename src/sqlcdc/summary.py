@@ -122,6 +122,7 @@ def print_summary(cfg: PipelineConfig, warehouse: Path) -> bool:
     # Same quiet log settings as the run (the JVM reads SPARK_CONF_DIR when it starts).
     os.environ.setdefault("SPARK_CONF_DIR", str(warehouse / "_sqlcdc" / "conf"))
     spark = local_spark(app_name="sqlcdc-summary")
+    spark.sparkContext.setLogLevel("ERROR")  # the table and balances are the output, not Spark's warnings
     try:
         rows = counts(spark, cfg, warehouse)
         width = max(len(name) for _, name, _ in rows)
