@@ -94,9 +94,12 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
         # Which record id's silver/quarantine row accounts for each record: itself, unless the
         # decoder says otherwise (CES: the segments of a split event ride on its final segment).
         if hasattr(decoder, "disposition"):
-            disp = decoder.disposition(bronze, s)
-            carriers = disp.select("record_id", F.col("carried_by").alias("carrier"))
-            pending = disp.where(F.col("status") == "pending").select("record_id").distinct().count()
+            # computed once: it re-runs the decoder's grouping, and three joins below read it
+            disp = decoder.disposition(bronze, s).select(
+                "record_id", F.col("carried_by").alias("carrier"), (F.col("status") == "pending").alias("pending")
+            ).localCheckpoint()
+            carriers = disp.select("record_id", "carrier")
+            pending = disp.where("pending").select("record_id").distinct().count()
         else:
             carriers, pending = ids.select("record_id", F.col("record_id").alias("carrier")), 0
 
