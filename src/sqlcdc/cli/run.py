@@ -118,7 +118,7 @@ def run_pipeline(
     marker = reshape_marker(warehouse)
     with _connect_port_lock(quiet):
         marker.unlink(missing_ok=True)
-        code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, expect_reshape=True)
+        code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, marker=marker)
         rebuilt = reshape.recorded(marker)
         if code == 0 or not rebuilt:
             return code
@@ -181,7 +181,8 @@ def _wait_for_free_port(port: int, quiet: bool, timeout_s: float = 900.0) -> Non
         _time.sleep(2)
 
 
-def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool, expect_reshape: bool = False) -> int:
+def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool,
+         marker: Path | None = None) -> int:
     if not quiet:
         print(f"sqlcdc run: starting Spark ({'full refresh' if full_refresh else 'incremental'}); "
               f"full log: {log_path}", flush=True)
@@ -198,7 +199,7 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
             elif re.search(r"(Exception|Error)\b.*:", line) and not line.startswith((" ", "\t")):
                 errors.append(line.rstrip())
         code = proc.wait()
-    if code != 0 and expect_reshape and reshape.recorded(reshape_marker(spec_path.parent.parent)):
+    if code != 0 and marker is not None and reshape.recorded(marker):
         return code  # not a failure: the caller rebuilds the reshaped views and runs again
     if code != 0:
         print(f"sqlcdc run: the pipeline failed (exit {code}). Last errors:", file=sys.stderr)

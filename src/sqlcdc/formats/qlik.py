@@ -337,6 +337,7 @@ def _parsed(bronze: DataFrame, kinds: tuple[str, ...] = ("DT", "MD")) -> DataFra
     return df.select("*", F.coalesce(F.size("_rules") == 0, F.lit(False)).alias("_valid"))
 
 
+@lru_cache(maxsize=None)
 def _inline(kinds: tuple[str, ...] = ("DT", "MD"), value: str = "value") -> tuple[Column, Column, Column]:
     """(valid, kind, message) as expressions over the column ``value`` alone (for :func:`is_skipped`)."""
     doc = f"try_parse_json({value})"
