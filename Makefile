@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 WAREHOUSE ?= warehouse
 CONFIG ?= config/pipeline.yml
 
-.PHONY: setup run test test-fast bench clean
+.PHONY: setup run test test-fast test-explore bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -17,6 +17,10 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not e2e"
+
+# Property tests with fresh random examples, 20x as many (about 30 min); CI's are fixed.
+test-explore: setup
+	HYPOTHESIS_PROFILE=explore SQLCDC_PROPERTY_SCALE=20 $(PY) -m pytest -q tests/test_apply_changes_properties.py
 
 bench: setup
 	$(PY) benchmarks/bench_apply_changes.py

@@ -11,6 +11,7 @@ namespaced per history) into one DataFrame, and example counts stay small.
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,6 +37,8 @@ SCHEMA = StructType(
 )
 T0 = dt.datetime(2026, 1, 1)
 HISTORIES_PER_EXAMPLE = 10
+#: Multiplies the example counts (`make test-explore` sets it; CI keeps 1).
+SCALE = int(os.environ.get("SQLCDC_PROPERTY_SCALE", "1"))
 KEYS_PER_HISTORY = 3
 
 values = st.sampled_from(["x", "y", None])
@@ -129,7 +132,7 @@ def make_specs(opts) -> tuple[ApplyChangesSpec, ApplyChangesSpec, list[str]]:
     return s1, s2, tracked
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=15 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(d=delivery(), opts=spec_options)
 def test_recompute_matches_reference(spark, d, opts):
@@ -156,7 +159,7 @@ def runs(draw):
     return events, [delivered[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=3 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(r=runs(), opts=spec_options)
 def test_incremental_runs_match_reference(spark, r, opts):

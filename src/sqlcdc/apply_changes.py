@@ -571,26 +571,20 @@ def _merge(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChan
     hist = logdf.alias("l").join(touched.alias("t"), _null_safe_on(keys, "l", "t"), "left_semi")
     if spec.apply_as_truncates is not None:
         hist = hist.unionByName(logdf.where(F.expr(spec.apply_as_truncates)))
-    # Materialized once: it is both the MERGE source and the filter for stale target rows.
-    fresh = compute(hist, spec).localCheckpoint(eager=True)
-    match = keys + ([START_AT] if kind == 2 else [])
-    tgt = _read(spark, target)
-    # Rows of touched keys that the recompute no longer produces (deleted keys, re-cut versions).
-    stale = (
-        tgt.alias("g").join(touched.alias("t"), _null_safe_on(keys, "g", "t"), "left_semi")
-        .alias("g").join(fresh.alias("f"), _null_safe_on(match, "g", "f"), "left_anti")
-    )
-    source = fresh.withColumn("__ac_action", F.lit("upsert")).unionByName(
-        stale.withColumn("__ac_action", F.lit("delete"))
-    )
-    cols = [f.name for f in tgt.schema.fields]
-    assign = {_q(c): f"s.{_q(c)}" for c in cols}
+    fresh = compute(hist, spec)
+    # The touched keys' rows are replaced as a whole, in one MERGE: a delete marker per touched key
+    # matches every target row of that key, and the recomputed rows (which match nothing) are
+    # inserted. No finer match would do: when sequences tie, SCD2 versions of a key can share a
+    # __START_AT (a zero-length version [s, s) before [s, ...)), so (keys, __START_AT) is not unique.
+    markers = touched.select(*[_c(k) for k in keys], F.lit("delete").alias("__ac_action"))
+    source = markers.unionByName(fresh.withColumn("__ac_action", F.lit("insert")), allowMissingColumns=True)
+    cols = [f.name for f in _read(spark, target).schema.fields]
+    on = _null_safe_on(keys, "g", "s") & (F.col("s.__ac_action") == F.lit("delete"))
     (
         _delta(spark, target).alias("g")
-        .merge(source.alias("s"), _null_safe_on(match, "g", "s"))
-        .whenMatchedDelete(condition="s.__ac_action = 'delete'")
-        .whenMatchedUpdate(set=assign)
-        .whenNotMatchedInsert(condition="s.__ac_action = 'upsert'", values=assign)
+        .merge(source.alias("s"), on)
+        .whenMatchedDelete()
+        .whenNotMatchedInsert(condition="s.__ac_action = 'insert'", values={_q(c): f"s.{_q(c)}" for c in cols})
         .execute()
     )
     return "merge"

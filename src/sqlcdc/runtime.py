@@ -35,6 +35,10 @@ SMALL_MACHINE_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    # Spark's default driver heap (1g) is too small for long sessions here: Janino compiling the
+    # generated code of the wide Qlik/CES decode plans ran out of heap late in the test suite.
+    # Local mode runs everything in the driver; override with SQLCDC_DRIVER_MEMORY.
+    "spark.driver.memory": os.environ.get("SQLCDC_DRIVER_MEMORY", "4g"),
 }
 
 
