@@ -14,7 +14,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec, merge_scd1, merge_scd2, scd1, scd2
+from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec, scd1, scd2
+from sqlcdc.incremental import merge_scd1, merge_scd2
 from sqlcdc.config import ConfigError
 from sqlcdc.lsn import SEQUENCE_TYPE
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
@@ -166,7 +165,7 @@ def test_incremental_runs_match_reference(spark, r, opts):
     """merge_scd1/merge_scd2 over the runs == the reference on the whole history."""
     import tempfile
 
-    from sqlcdc.apply_changes import merge_scd1, merge_scd2
+    from sqlcdc.incremental import merge_scd1, merge_scd2
 
     events, batches = r
     s1, s2, tracked = make_specs(opts)

@@ -10,10 +10,8 @@ The input is the flat frame of :func:`sqlcdc.model.apply_frame`: data columns at
     current = scd1(frame, spec)            # data columns, one row per live key
     history = scd2(frame, spec)            # data columns + __START_AT / __END_AT (NULL = current)
 
-or apply a batch of new changes incrementally to Delta tables::
-
-    merge_scd1(spark, "gold_customers_scd1", new_changes, spec)
-    merge_scd2(spark, "gold_customers_scd2", new_changes, spec)
+or apply batches of new changes incrementally to Delta tables with :mod:`sqlcdc.incremental`
+(``merge_scd1`` / ``merge_scd2``: same tables, cost follows the batch).
 
 On Databricks, the same spec maps onto the native engine::
 
@@ -43,22 +41,16 @@ permutation, any split over runs and any duplicate delivery give the same tables
 
 Everything is Spark column expressions and window functions; no Python UDFs.
 
-Cost (``benchmarks/bench_apply_changes.py``; 1M changes over 100k keys, 1% batches with 10% late
-events, on a 2-core machine shared with other heavy jobs, so absolute seconds are inflated): the
-incremental path is *not yet* cheaper than a recompute there (ratio recompute/incremental
-0.6-0.9x; both give identical tables). A uniformly random 1% batch touches ~10% of the keys, so the
-history look-up scans the whole change log and the Delta MERGE rewrites every file of the target.
-Next steps: a compact per-key state instead of the full log for SCD1, and key clustering of the
-log and target so both the look-up and the MERGE prune files.
+This recompute is the reference path: it reads the whole history. :mod:`sqlcdc.incremental`
+gives the same tables from per-key state (``benchmarks/bench_apply_changes.py`` compares both).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -69,10 +61,6 @@ __all__ = [
     "ApplyChangesSpec",
     "scd1",
     "scd2",
-    "merge_scd1",
-    "merge_scd2",
-    "changes_log_location",
-    "purge_tombstones",
     "START_AT",
     "END_AT",
 ]
@@ -356,7 +344,8 @@ def _classified(frame: DataFrame, spec: ApplyChangesSpec) -> DataFrame:
     )
 
 
-def _events(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None = None) -> tuple[DataFrame, list[str]]:
+def _events(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None = None,
+            classified: bool = False) -> tuple[DataFrame, list[str]]:
     """Per-key events, each with the truncates just before and just after it.
 
     ``__ac_tlast`` = the last truncate sequenced at or before the event, ``__ac_tnext`` = the first
@@ -367,7 +356,7 @@ def _events(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None 
     keys = list(spec.keys)
     values = [c for c in spec.output_columns(schema) if c not in keys]
     prov = _c(spec.provided_column) if spec.provided_column else F.lit(None).cast("array<string>")
-    ev = _classified(frame, spec)
+    ev = frame if classified else _classified(frame, spec)
     cols = [_c(k) for k in keys] + [_c(c) for c in values]
     base = ev.where(~F.col(_IS_TRUNC)).select(
         *cols, prov.alias("__ac_prov"), _SEQ, _RANK, _CID, F.col(_IS_DEL)
@@ -392,14 +381,15 @@ def _key_window(spec: ApplyChangesSpec):
     return Window.partitionBy(*[_c(k) for k in spec.keys]).orderBy(F.col(_SEQ), F.col(_RANK), F.col(_CID))
 
 
-def _state(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None = None) -> tuple[DataFrame, list[str]]:
+def _state(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None = None,
+           classified: bool = False) -> tuple[DataFrame, list[str]]:
     """One row per event with the key's full state *after* it (``_ALIVE`` = key exists).
 
     A value column's state is the value of the last upsert (in apply order) that provided it,
     provided that upsert comes after the key's last delete and is not sequenced before a truncate
     that precedes the event; else NULL. All of it in one window pass over (key, apply order).
     """
-    ev, values = _events(frame, spec, schema)
+    ev, values = _events(frame, spec, schema, classified)
     w = _key_window(spec)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     ev = ev.withColumn(_RN, F.row_number().over(w))
@@ -462,10 +452,13 @@ def scd2(frame: DataFrame, spec: ApplyChangesSpec, *, schema: StructType | None 
 
         >>> scd2(frame, ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, table="customers"))
     """
-    schema = schema or frame.schema
+    return _scd2(frame, spec, schema or frame.schema)
+
+
+def _scd2(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType, classified: bool = False) -> DataFrame:
     out_cols = spec.output_columns(schema)
     tracked = spec.tracked_columns(schema)
-    st, _ = _state(frame, spec, schema)
+    st, _ = _state(frame, spec, schema, classified)
     w = _key_window(spec)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     tuple_ = F.struct(*[_c(c) for c in tracked]) if tracked else F.lit(0)
@@ -489,157 +482,3 @@ def scd2(frame: DataFrame, spec: ApplyChangesSpec, *, schema: StructType | None 
     ends = st.where(alive & (nxt.isNull() | F.col("__ac_next_boundary") | trunc_end))
     end_at = F.when(trunc_end, F.col(_TNEXT)).otherwise(nxt)
     return ends.select(*[_c(c) for c in out_cols], F.col(START_AT), end_at.alias(END_AT))
-
-
-# ====================================================================== incremental (Delta)
-def changes_log_location(target: str) -> str:
-    """Where :func:`merge_scd1`/:func:`merge_scd2` keep the applied changes of ``target``."""
-    return target.rstrip("/") + "__changes"
-
-
-def _is_path(target: str) -> bool:
-    return "/" in target or target.startswith(".")
-
-
-def _exists(spark: SparkSession, target: str) -> bool:
-    from delta.tables import DeltaTable
-
-    if _is_path(target):
-        return DeltaTable.isDeltaTable(spark, target)
-    return spark.catalog.tableExists(target)
-
-
-def _read(spark: SparkSession, target: str) -> DataFrame:
-    return spark.read.format("delta").load(target) if _is_path(target) else spark.read.table(target)
-
-
-def _write(df: DataFrame, target: str, mode: str) -> None:
-    w = df.write.format("delta").mode(mode)
-    if mode == "overwrite":
-        w = w.option("overwriteSchema", "true")
-    if _is_path(target):
-        w.save(target)
-    else:
-        w.saveAsTable(target)
-
-
-def _delta(spark: SparkSession, target: str):
-    from delta.tables import DeltaTable
-
-    return DeltaTable.forPath(spark, target) if _is_path(target) else DeltaTable.forName(spark, target)
-
-
-def _null_safe_on(keys: Sequence[str], left: str, right: str) -> Column:
-    cond = None
-    for k in keys:
-        c = F.col(f"{left}.{_q(k)}").eqNullSafe(F.col(f"{right}.{_q(k)}"))
-        cond = c if cond is None else cond & c
-    return cond
-
-
-#: Up to this many touched keys, the history look-up broadcasts them (no shuffle of the log).
-_BROADCAST_KEYS = 2_000_000
-
-
-def _merge(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, kind: int) -> str:
-    """Append ``changes`` to the log, recompute the keys they touch, MERGE them into ``target``.
-
-    Returns how the run was applied: ``"initial"`` (first run: the log and target are created),
-    ``"recompute"`` (the batch holds a truncate, which touches every key) or ``"merge"``.
-    """
-    spec.validate(changes.schema)
-    log = changes_log_location(target)
-    compute = scd1 if kind == 1 else scd2
-    keys = list(spec.keys)
-    changes = changes.select(*[_c(f.name) for f in changes.schema.fields])
-    if not _exists(spark, log) or not _exists(spark, target):
-        _write(changes, log, "overwrite")
-        _write(compute(_read(spark, log), spec), target, "overwrite")
-        return "initial"
-    ev = _classified(changes, spec)
-    has_trunc = spec.apply_as_truncates is not None and bool(ev.where(F.col(_IS_TRUNC)).limit(1).collect())
-    _write(changes, log, "append")
-    logdf = _read(spark, log)
-    if has_trunc:
-        _write(compute(logdf, spec), target, "overwrite")
-        return "recompute"
-    # Keys this batch touches (few: at most the batch's rows, so broadcast); their whole history
-    # (plus every truncate) decides their rows.
-    touched = ev.select(*[_c(k) for k in keys]).distinct().localCheckpoint(eager=True)
-    if touched.count() <= _BROADCAST_KEYS:
-        touched = F.broadcast(touched)
-    hist = logdf.alias("l").join(touched.alias("t"), _null_safe_on(keys, "l", "t"), "left_semi")
-    if spec.apply_as_truncates is not None:
-        hist = hist.unionByName(logdf.where(F.expr(spec.apply_as_truncates)))
-    fresh = compute(hist, spec)
-    # The touched keys' rows are replaced as a whole, in one MERGE: a delete marker per touched key
-    # matches every target row of that key, and the recomputed rows (which match nothing) are
-    # inserted. No finer match would do: when sequences tie, SCD2 versions of a key can share a
-    # __START_AT (a zero-length version [s, s) before [s, ...)), so (keys, __START_AT) is not unique.
-    markers = touched.select(*[_c(k) for k in keys], F.lit("delete").alias("__ac_action"))
-    source = markers.unionByName(fresh.withColumn("__ac_action", F.lit("insert")), allowMissingColumns=True)
-    cols = [f.name for f in _read(spark, target).schema.fields]
-    on = _null_safe_on(keys, "g", "s") & (F.col("s.__ac_action") == F.lit("delete"))
-    (
-        _delta(spark, target).alias("g")
-        .merge(source.alias("s"), on)
-        .whenMatchedDelete()
-        .whenNotMatchedInsert(condition="s.__ac_action = 'insert'", values={_q(c): f"s.{_q(c)}" for c in cols})
-        .execute()
-    )
-    return "merge"
-
-
-def purge_tombstones(spark: SparkSession, target: str, spec: ApplyChangesSpec, older_than: _dt.timedelta) -> int:
-    """Forget deleted keys whose delete committed more than ``older_than`` ago (SCD1 targets).
-
-    Their events leave the change log, so a later event for such a key is applied as if the
-    key had never existed: a late event older than the forgotten delete *can* then resurrect
-    the row. This is the retention trade-off of Databricks' ``pipelines.cdc.tombstoneGCThresholdInSeconds``.
-    Returns the number of log rows removed. Not for SCD2 logs: there the log is the only record
-    that lets a late event re-cut the history of a key, so it is kept.
-    """
-    if spec.commit_time_column is None:
-        raise ConfigError([f"{spec.table}: commit_time_column: tombstone retention needs a commit time column"])
-    log = changes_log_location(target)
-    if not _exists(spark, log):
-        return 0
-    keys = list(spec.keys)
-    ev = _classified(_read(spark, log), spec).where(~F.col(_IS_TRUNC))
-    ordkey = F.struct(F.col(_SEQ).alias("s"), F.col(_RANK).alias("r"), F.col(_CID).alias("c"))
-    last = ev.groupBy(*[_c(k) for k in keys]).agg(
-        F.max_by(F.struct(F.col(_IS_DEL).alias("d"), _c(spec.commit_time_column).alias("t")), ordkey).alias("__ac_last")
-    )
-    cutoff = F.current_timestamp() - F.make_dt_interval(secs=F.lit(older_than.total_seconds()))
-    dead = last.where(F.col("__ac_last.d") & (F.col("__ac_last.t") < cutoff)).select(*[_c(k) for k in keys])
-    before = _delta(spark, log).history(1).collect()
-    _delta(spark, log).alias("l").merge(dead.alias("d"), _null_safe_on(keys, "l", "d")).whenMatchedDelete().execute()
-    after = _delta(spark, log).history(1).collect()
-    if after and before and after[0]["version"] != before[0]["version"]:
-        metrics = after[0]["operationMetrics"] or {}
-        return int(metrics.get("numTargetRowsDeleted", 0))
-    return 0
-
-
-def merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, *,
-               tombstone_retention: _dt.timedelta | None = None) -> str:
-    """Apply a batch of new changes to the SCD1 Delta table ``target`` (name or path).
-
-    The applied changes are kept in ``changes_log_location(target)``; only the keys the batch
-    touches are recomputed (from their history) and MERGEd, so a late event older than a delete
-    finds the delete and does not resurrect the row. The result equals :func:`scd1` over every
-    change applied so far, in any order and split.
-    """
-    mode = _merge(spark, target, changes, spec, 1)
-    if tombstone_retention is not None:
-        purge_tombstones(spark, target, spec, tombstone_retention)
-    return mode
-
-
-def merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec) -> str:
-    """Apply a batch of new changes to the SCD2 Delta table ``target`` (name or path).
-
-    Like :func:`merge_scd1`; the touched keys' versions are recomputed and MERGEd on
-    ``keys + __START_AT``. The result equals :func:`scd2` over every change applied so far.
-    """
-    return _merge(spark, target, changes, spec, 2)

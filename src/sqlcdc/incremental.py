@@ -1,0 +1,409 @@
+"""Gold, incrementally: apply a batch of changes to SCD1/SCD2 Delta tables with MERGE.
+
+The semantics are :mod:`sqlcdc.apply_changes`' (its :func:`~sqlcdc.apply_changes.scd1` /
+:func:`~sqlcdc.apply_changes.scd2` recompute is the reference path); this module only makes a run
+cost what the batch touches::
+
+    from sqlcdc.incremental import merge_scd1, merge_scd2
+    merge_scd1(spark, "warehouse/gold/customers", batch, spec)       # "initial" | "merge" | "recompute"
+    merge_scd2(spark, "warehouse/gold/customers_history", batch, spec2)
+
+Beside each target it keeps (Delta tables at ``<target>__state``, ``<target>__changes``,
+``<target>__truncates``):
+
+* a **key state**, one row per key ever seen: for every column the latest upsert that set it,
+  the key's last delete (the tombstone) and its last event, each with its place in apply order
+  ``(sequence, deletes first, change id)``. A batch *folds* into it with a max per field, so the
+  order, split and duplication of events do not matter. SCD1 needs nothing else: a run reads
+  the batch and the state rows of the keys it touches, and replaces those keys' target rows.
+* for SCD2 also the **change log**: a key whose new events all sort after the last event applied
+  to it replays them from its state (its open version re-enters as an upsert at its
+  ``__START_AT``); only a key with a *late* event re-reads its history from the log, because a
+  late event can re-cut versions already written.
+* the sequences of **truncates**: the latest one bounds every key (SCD1); an SCD2 table that has
+  seen a truncate is recomputed from its log for the touched keys (truncates are rare).
+
+Rows are replaced per key in one MERGE (a delete marker per key, then inserts): versions of a key
+can share a ``__START_AT`` when sequences tie, so no finer match is unique.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sqlcdc.apply_changes import (
+    _CID, _IS_DEL, _IS_TRUNC, _RANK, _SEQ, END_AT, START_AT, ApplyChangesSpec, _c, _classified, _q, _scd2,
+    scd1, scd2,
+)
+from sqlcdc.config import ConfigError
+
+__all__ = ["merge_scd1", "merge_scd2", "purge_tombstones", "state_location", "changes_log_location"]
+
+
+def changes_log_location(target: str) -> str:
+    """Where :func:`merge_scd2` keeps the applied changes of ``target`` (SCD1 keeps a key state)."""
+    return target.rstrip("/") + "__changes"
+
+
+def _is_path(target: str) -> bool:
+    return "/" in target or target.startswith(".")
+
+
+def _exists(spark: SparkSession, target: str) -> bool:
+    from delta.tables import DeltaTable
+
+    if _is_path(target):
+        return DeltaTable.isDeltaTable(spark, target)
+    return spark.catalog.tableExists(target)
+
+
+def _read(spark: SparkSession, target: str) -> DataFrame:
+    return spark.read.format("delta").load(target) if _is_path(target) else spark.read.table(target)
+
+
+def _write(df: DataFrame, target: str, mode: str) -> None:
+    w = df.write.format("delta").mode(mode)
+    if mode == "overwrite":
+        w = w.option("overwriteSchema", "true")
+    if _is_path(target):
+        w.save(target)
+    else:
+        w.saveAsTable(target)
+
+
+def _delta(spark: SparkSession, target: str):
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, target) if _is_path(target) else DeltaTable.forName(spark, target)
+
+
+def _null_safe_on(keys: Sequence[str], left: str, right: str) -> Column:
+    cond = None
+    for k in keys:
+        c = F.col(f"{left}.{_q(k)}").eqNullSafe(F.col(f"{right}.{_q(k)}"))
+        cond = c if cond is None else cond & c
+    return cond
+
+
+#: Up to this many touched keys, the history look-up broadcasts them (no shuffle of the log).
+_BROADCAST_KEYS = 2_000_000
+
+
+def _markers(keys_df: DataFrame, keys: Sequence[str], action: str = "delete") -> DataFrame:
+    """Delete markers for :func:`_replace_keys`: ``delete`` (every row of the key) or
+    ``delete_open`` (only its open SCD2 version)."""
+    return keys_df.select(*[_c(k) for k in keys], F.lit(action).alias("__ac_action"))
+
+
+def _replace_keys(spark: SparkSession, target: str, markers: DataFrame, rows: DataFrame, keys: Sequence[str]) -> None:
+    """Replace the marked rows of ``target`` by ``rows``, in one MERGE (see :func:`_markers`).
+
+    A marker matches the target rows of its key (all of them, or the open version), and the new
+    rows (which match nothing) are inserted. No finer match would do: when sequences tie, SCD2
+    versions of a key can share a ``__START_AT`` (a zero-length version [s, s) before [s, ...)).
+    """
+    source = markers.unionByName(rows.withColumn("__ac_action", F.lit("insert")), allowMissingColumns=True)
+    cols = [f.name for f in _read(spark, target).schema.fields]
+    action = F.col("s.__ac_action")
+    which = action == F.lit("delete")
+    if END_AT in cols:
+        which = which | ((action == F.lit("delete_open")) & F.col(f"g.{_q(END_AT)}").isNull())
+    (
+        _delta(spark, target).alias("g")
+        .merge(source.alias("s"), _null_safe_on(keys, "g", "s") & which)
+        .whenMatchedDelete()
+        .whenNotMatchedInsert(condition="s.__ac_action = 'insert'", values={_q(c): f"s.{_q(c)}" for c in cols})
+        .execute()
+    )
+
+
+def _merge(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, kind: int) -> str:
+    """Append ``changes`` to the log, recompute the keys they touch, MERGE them into ``target``.
+
+    Returns how the run was applied: ``"initial"`` (first run: the log and target are created),
+    ``"recompute"`` (the batch holds a truncate, which touches every key) or ``"merge"``.
+    """
+    spec.validate(changes.schema)
+    log = changes_log_location(target)
+    compute = scd1 if kind == 1 else scd2
+    keys = list(spec.keys)
+    changes = changes.select(*[_c(f.name) for f in changes.schema.fields])
+    if not _exists(spark, log) or not _exists(spark, target):
+        _write(changes, log, "overwrite")
+        _write(compute(_read(spark, log), spec), target, "overwrite")
+        return "initial"
+    ev = _classified(changes, spec)
+    has_trunc = spec.apply_as_truncates is not None and bool(ev.where(F.col(_IS_TRUNC)).limit(1).collect())
+    _write(changes, log, "append")
+    logdf = _read(spark, log)
+    if has_trunc:
+        _write(compute(logdf, spec), target, "overwrite")
+        return "recompute"
+    # Keys this batch touches (few: at most the batch's rows, so broadcast); their whole history
+    # (plus every truncate) decides their rows.
+    touched = ev.select(*[_c(k) for k in keys]).distinct().localCheckpoint(eager=True)
+    if touched.count() <= _BROADCAST_KEYS:
+        touched = F.broadcast(touched)
+    hist = logdf.alias("l").join(touched.alias("t"), _null_safe_on(keys, "l", "t"), "left_semi")
+    if spec.apply_as_truncates is not None:
+        hist = hist.unionByName(logdf.where(F.expr(spec.apply_as_truncates)))
+    _replace_keys(spark, target, _markers(touched, keys), compute(hist, spec), keys)
+    return "merge"
+
+
+# ---------------------------------------------------------------------- SCD1: per-key state
+def state_location(target: str) -> str:
+    """Where :func:`merge_scd1` keeps the per-key state of ``target`` (one row per key ever seen)."""
+    return target.rstrip("/") + "__state"
+
+
+def _truncates_location(target: str) -> str:
+    return target.rstrip("/") + "__truncates"
+
+
+_DEL, _LAST = "__ac_del", "__ac_last"
+
+
+def _order_key() -> Column:
+    """An event's place in apply order: (sequence, rank, change id); total, arrival-independent."""
+    return F.struct(F.col(_SEQ).alias("s"), F.col(_RANK).alias("r"), F.col(_CID).alias("c"))
+
+
+def _partial_state(ev: DataFrame, spec: ApplyChangesSpec, values: Sequence[str]) -> DataFrame:
+    """One state row per (non-truncate) event of the classified frame ``ev``; see :func:`_fold`.
+
+    A value column becomes ``struct(o, v)``: the event's order key and value when the event sets
+    the column (an upsert providing it; with ``ignore_null_updates`` a non-NULL one), else NULL.
+    ``__ac_del`` is the order key of a delete; ``__ac_last`` the event's order key, whether it
+    leaves the key alive, and its commit time (for tombstone retention).
+    """
+    o = _order_key()
+    upsert = ~F.col(_IS_DEL)
+    prov = _c(spec.provided_column) if spec.provided_column else F.lit(None).cast("array<string>")
+    commit = _c(spec.commit_time_column) if spec.commit_time_column else F.lit(None).cast("timestamp")
+    cols = [_c(k) for k in spec.keys]
+    for c in values:
+        sets = upsert & (prov.isNull() | F.array_contains(prov, F.lit(c)))
+        if spec.ignore_null_updates:
+            sets = sets & _c(c).isNotNull()
+        cols.append(F.when(sets, F.struct(o.alias("o"), _c(c).alias("v"))).alias(c))
+    cols.append(F.when(F.col(_IS_DEL), o).alias(_DEL))
+    cols.append(F.struct(o.alias("o"), upsert.alias("alive"), commit.alias("t")).alias(_LAST))
+    return ev.where(~F.col(_IS_TRUNC)).select(*cols)
+
+
+def _fold(rows: DataFrame, spec: ApplyChangesSpec, values: Sequence[str]) -> DataFrame:
+    """Fold state rows per key: each field keeps its latest entry in apply order.
+
+    Every field is a max by order key, so folding is associative, commutative and idempotent: a
+    key's state is the same whatever the order, split or duplication of its events.
+    """
+    aggs = [F.max_by(_c(c), _c(c)["o"]).alias(c) for c in values]
+    aggs += [F.max(F.col(_DEL)).alias(_DEL), F.max_by(F.col(_LAST), F.col(_LAST)["o"]).alias(_LAST)]
+    return rows.groupBy(*[_c(k) for k in spec.keys]).agg(*aggs)
+
+
+def _current_rows(state: DataFrame, spec: ApplyChangesSpec, values: Sequence[str], truncated: Column,
+                  keep: Sequence[str] = ()) -> DataFrame:
+    """The SCD1 rows of the live keys of ``state``; ``truncated``: sequence of the latest truncate.
+
+    A key is live when its last event is an upsert sequenced at or after the latest truncate. A
+    column shows the value of its latest setting upsert if that came after the key's last delete
+    and not before the latest truncate; else NULL (the key was re-created without it).
+    """
+    def after_truncate(o: Column) -> Column:
+        return truncated.isNull() | (o["s"] >= truncated)
+
+    live = F.col(_LAST)["alive"] & after_truncate(F.col(_LAST)["o"])
+    out = [_c(k) for k in spec.keys]
+    for c in values:
+        o = _c(c)["o"]
+        valid = (F.col(_DEL).isNull() | (o > F.col(_DEL))) & after_truncate(o)
+        out.append(F.when(valid, _c(c)["v"]).alias(c))
+    return state.where(live).select(*out, *[_c(c) for c in keep])
+
+
+def _merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec) -> str:
+    """SCD1 from a per-key state instead of the change log: cost ~ batch + the state rows it touches."""
+    spec.validate(changes.schema)
+    keys = list(spec.keys)
+    values = [c for c in spec.output_columns(changes.schema) if c not in keys]
+    ev = _classified(changes, spec)
+    state_loc, trunc_loc = state_location(target), _truncates_location(target)
+    has_trunc = spec.apply_as_truncates is not None and bool(ev.where(F.col(_IS_TRUNC)).limit(1).collect())
+    if has_trunc:
+        _write(ev.where(F.col(_IS_TRUNC)).select(F.col(_SEQ).alias("seq")), trunc_loc,
+               "append" if _exists(spark, trunc_loc) else "overwrite")
+    if spec.apply_as_truncates is not None and (has_trunc or _exists(spark, trunc_loc)):
+        latest = F.broadcast(_read(spark, trunc_loc).agg(F.max("seq").alias("__ac_truncated")))
+        truncated = F.col("__ac_truncated")
+
+        def rows_of(state: DataFrame) -> DataFrame:
+            return _current_rows(state.crossJoin(latest), spec, values, truncated)
+    else:
+        def rows_of(state: DataFrame) -> DataFrame:
+            return _current_rows(state, spec, values, F.lit(None))
+    batch = _partial_state(ev, spec, values)
+    initial = not _exists(spark, state_loc) or not _exists(spark, target)
+    if initial or has_trunc:
+        # Every key may change (first run, or a truncate): fold the whole state, rewrite both.
+        rows = batch if initial else _read(spark, state_loc).unionByName(batch)
+        state = _fold(rows, spec, values).localCheckpoint(eager=True)
+        _write(state, state_loc, "overwrite")
+        _write(rows_of(state), target, "overwrite")
+        return "initial" if initial else "recompute"
+    touched = batch.select(*[_c(k) for k in keys]).distinct().localCheckpoint(eager=True)
+    if touched.count() <= _BROADCAST_KEYS:
+        touched = F.broadcast(touched)
+    before = _read(spark, state_loc).alias("s").join(touched.alias("t"), _null_safe_on(keys, "s", "t"), "left_semi")
+    state = _fold(before.unionByName(batch), spec, values).localCheckpoint(eager=True)
+    (
+        _delta(spark, state_loc).alias("g")
+        .merge(state.alias("s"), _null_safe_on(keys, "g", "s"))
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    _replace_keys(spark, target, _markers(touched, keys), rows_of(state), keys)
+    return "merge"
+
+
+# ---------------------------------------------------------------------- SCD2: state + change log
+_OPEN = "__ac_open"
+
+
+def _with_open(folded: DataFrame, versions: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """SCD2 state rows: the folded key state plus ``__ac_open``, the ``__START_AT`` of the key's
+    open version in ``versions`` (NULL: none, the key is deleted)."""
+    opens = versions.where(F.col(END_AT).isNull()).select(*[_c(k) for k in keys], F.col(START_AT).alias(_OPEN))
+    return folded.alias("f").join(opens.alias("o"), _null_safe_on(keys, "f", "o"), "left").select(
+        "f.*", F.col(f"o.{_OPEN}")
+    )
+
+
+def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec) -> str:
+    """SCD2: keys whose new events all follow what was applied replay them from their state; only
+    keys with a late event re-read their history from the change log."""
+    spec.validate(changes.schema)
+    schema = changes.schema
+    keys = list(spec.keys)
+    values = [c for c in spec.output_columns(schema) if c not in keys]
+    log, state_loc, trunc_loc = changes_log_location(target), state_location(target), _truncates_location(target)
+    changes = changes.select(*[_c(f.name) for f in schema.fields])
+    ev = _classified(changes, spec)
+    has_trunc = spec.apply_as_truncates is not None and bool(ev.where(F.col(_IS_TRUNC)).limit(1).collect())
+    if has_trunc:
+        _write(ev.where(F.col(_IS_TRUNC)).select(F.col(_SEQ).alias("seq")), trunc_loc,
+               "append" if _exists(spark, trunc_loc) else "overwrite")
+    if has_trunc or _exists(spark, trunc_loc):
+        # A truncate cuts every key's history; from then on the log decides (truncates are rare).
+        return _merge(spark, target, changes, spec, 2)
+    if not (_exists(spark, log) and _exists(spark, target) and _exists(spark, state_loc)):
+        _write(changes, log, "overwrite")
+        logdf = _read(spark, log)
+        _write(scd2(logdf, spec), target, "overwrite")
+        folded = _fold(_partial_state(_classified(logdf, spec), spec, values), spec, values)
+        _write(_with_open(folded, _read(spark, target), keys), state_loc, "overwrite")
+        return "initial"
+    _write(changes, log, "append")
+    batch = _partial_state(ev, spec, values)
+    firsts = batch.groupBy(*[_c(k) for k in keys]).agg(F.min(F.col(_LAST)["o"]).alias("__ac_first"))
+    before = _read(spark, state_loc).alias("s").join(F.broadcast(firsts).alias("b"), _null_safe_on(keys, "s", "b"),
+                                                     "left_semi").localCheckpoint(eager=True)
+    # A key is late when one of its new events sorts before the last event applied to it.
+    late_flag = F.col(f"s.{_LAST}")["o"].isNotNull() & (F.col("b.__ac_first") < F.col(f"s.{_LAST}")["o"])
+    route = (
+        firsts.alias("b").join(before.alias("s"), _null_safe_on(keys, "b", "s"), "left")
+        .select(*[F.col(f"b.{_q(k)}").alias(k) for k in keys], late_flag.alias("__ac_late"))
+        .localCheckpoint(eager=True)
+    )
+    late = route.where(F.col("__ac_late")).select(*[_c(k) for k in keys])
+    in_order = route.where(~F.col("__ac_late")).select(*[_c(k) for k in keys])
+    # In-order keys: their open version, as an upsert at its __START_AT, then the new events.
+    resumed = before.alias("s").join(in_order.alias("k"), _null_safe_on(keys, "s", "k"), "left_semi")
+    opened = _current_rows(resumed.where(F.col(_OPEN).isNotNull()), spec, values, F.lit(None), keep=[_OPEN])
+    synthetic = opened.select(
+        *[_c(k) for k in keys], *[_c(c) for c in values],
+        *([F.lit(None).cast("array<string>").alias(spec.provided_column)] if spec.provided_column else []),
+        F.lit(False).alias(_IS_TRUNC), F.lit(False).alias(_IS_DEL), F.col(_OPEN).alias(_SEQ),
+        F.lit(1).alias(_RANK), F.lit("").alias(_CID),
+    )
+    replay = ev.alias("e").join(in_order.alias("k"), _null_safe_on(keys, "e", "k"), "left_semi")
+    rows = _scd2(synthetic.unionByName(replay, allowMissingColumns=True), spec, schema, classified=True)
+    markers = _markers(in_order, keys, "delete_open")
+    if late.limit(1).count():
+        hist = _read(spark, log).alias("l").join(F.broadcast(late).alias("t"), _null_safe_on(keys, "l", "t"),
+                                                  "left_semi")
+        rows = rows.unionByName(scd2(hist, spec))
+        markers = markers.unionByName(_markers(late, keys))
+    rows = rows.localCheckpoint(eager=True)
+    state = _with_open(_fold(before.drop(_OPEN).unionByName(batch), spec, values), rows, keys)
+    (
+        _delta(spark, state_loc).alias("g")
+        .merge(state.alias("s"), _null_safe_on(keys, "g", "s"))
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    _replace_keys(spark, target, markers, rows, keys)
+    return "merge"
+
+
+def purge_tombstones(spark: SparkSession, target: str, spec: ApplyChangesSpec, older_than: _dt.timedelta) -> int:
+    """Forget deleted keys whose delete committed more than ``older_than`` ago (SCD1 targets).
+
+    Their state rows leave ``state_location(target)``, so a later event for such a key is applied
+    as if the key had never existed: a late event older than the forgotten delete *can* then
+    resurrect the row. This is the retention trade-off of Databricks'
+    ``pipelines.cdc.tombstoneGCThresholdInSeconds``. Returns the number of keys forgotten. SCD2
+    keeps its change log: there it is the only record that lets a late event re-cut a key's history.
+    """
+    if spec.commit_time_column is None:
+        raise ConfigError([f"{spec.table}: commit_time_column: tombstone retention needs a commit time column"])
+    loc = state_location(target)
+    if not _exists(spark, loc):
+        return 0
+    cutoff = F.current_timestamp() - F.make_dt_interval(secs=F.lit(older_than.total_seconds()))
+    dead = ~F.col(_LAST)["alive"] & (F.col(_LAST)["t"] < cutoff)
+    before = _delta(spark, loc).history(1).collect()
+    _delta(spark, loc).delete(dead)
+    after = _delta(spark, loc).history(1).collect()
+    if after and before and after[0]["version"] != before[0]["version"]:
+        return int((after[0]["operationMetrics"] or {}).get("numDeletedRows", 0))
+    return 0
+
+
+def merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, *,
+               tombstone_retention: _dt.timedelta | None = None) -> str:
+    """Apply a batch of new changes to the SCD1 Delta table ``target`` (name or path).
+
+    Beside the target, a per-key state (``state_location(target)``) keeps, for every key ever seen,
+    each column's latest setting upsert, the key's last delete and its last event, each with its
+    place in apply order. A batch folds into the state rows of the keys it touches (a max per
+    field, so order, splits and duplicates do not matter) and those keys' rows are replaced in the
+    target: the cost follows the batch and the touched keys, not the history. The delete order
+    keys are the tombstones: a late event older than a delete does not resurrect the row.
+    The result equals :func:`scd1` over every change applied so far, in any order and split.
+
+    Example::
+
+        merge_scd1(spark, "warehouse/gold/customers", batch, spec)    # -> "initial" | "merge" | "recompute"
+    """
+    mode = _merge_scd1(spark, target, changes, spec)
+    if tombstone_retention is not None:
+        purge_tombstones(spark, target, spec, tombstone_retention)
+    return mode
+
+
+def merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec) -> str:
+    """Apply a batch of new changes to the SCD2 Delta table ``target`` (name or path).
+
+    The applied changes are kept in ``changes_log_location(target)``; the touched keys' versions
+    are recomputed from their history there (so a late event can re-cut it) and replace theirs in
+    the target. The result equals :func:`scd2` over every change applied so far.
+    """
+    return _merge_scd2(spark, target, changes, spec)
