@@ -1,7 +1,8 @@
 """Benchmark: incremental apply (merge_scd1/merge_scd2) vs full recompute, in one process.
 
 Loads a history of ``--changes`` changes (default 1,000,000) over ``--keys`` keys, then applies
-``--batches`` batches of ``--fraction`` (default 1%) more changes, a tenth of them late (sequenced
+``--batches`` batches of ``--fraction`` (default 1%) more changes, ``--late`` of them (default a
+tenth) late (sequenced
 inside the history). For each batch it prints the time of the incremental run next to the time of
 a full recompute of the same table from every change so far (written to Delta the same way), and
 the ratio. It also checks that both give the same table. Not a test: it prints figures.
@@ -29,10 +30,10 @@ from sqlcdc.runtime import local_spark
 
 
 def changes(spark: SparkSession, start: int, n: int, keys: int, late_from: int | None = None, seed: int = 0,
-            hot_keys: int | None = None) -> DataFrame:
+            hot_keys: int | None = None, late: float = 0.1) -> DataFrame:
     """``n`` synthetic apply-frame rows with sequence numbers ``start..start+n-1``.
 
-    With ``late_from``, every tenth row takes a sequence number in ``[late_from, start)`` instead
+    With ``late_from``, a fraction ``late`` of the rows takes a sequence number in ``[late_from, start)`` instead
     (late delivery). About 5% are deletes and 20% partial updates (``_provided`` = id + city).
     With ``hot_keys``, the rows only touch that many keys (a skewed, "hot" batch).
     """
@@ -40,7 +41,7 @@ def changes(spark: SparkSession, start: int, n: int, keys: int, late_from: int |
     h = F.abs(F.xxhash64(F.col("id"), F.lit(seed)))
     n_seq = i
     if late_from is not None:
-        n_seq = F.when(h % 10 == 0, F.lit(late_from) + h % F.lit(max(start - late_from, 1))).otherwise(i)
+        n_seq = F.when(h % 1000 < int(late * 1000), F.lit(late_from) + h % F.lit(max(start - late_from, 1))).otherwise(i)
     hexs = F.lpad(F.upper(F.hex(n_seq)), 20, "0")
     op = F.when(h % 20 == 1, F.lit("DELETE")).otherwise(F.lit("UPSERT"))
     partial = (h % 5 == 2) & (op == "UPSERT")
@@ -86,6 +87,8 @@ def main() -> None:
     ap.add_argument("--scd", choices=["1", "2", "both"], default="both")
     ap.add_argument("--hot-keys", type=int, default=None,
                     help="batches touch only this many keys (default: keys drawn uniformly from all)")
+    ap.add_argument("--late", type=float, default=0.1,
+                    help="fraction of each batch sequenced inside the history (default: %(default)s)")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--no-check", action="store_true", help="skip the incremental == recompute check")
     args = ap.parse_args()
@@ -98,7 +101,7 @@ def main() -> None:
     batch_n = max(1, int(args.changes * args.fraction))
     touched = f"{args.hot_keys:,} hot keys" if args.hot_keys else "keys drawn from all"
     print(f"history: {args.changes:,} changes over {args.keys:,} keys; {args.batches} batches of "
-          f"{batch_n:,} ({args.fraction:.1%}, {touched}), 10% of each batch late; workdir {work}")
+          f"{batch_n:,} ({args.fraction:.1%}, {touched}), {args.late:.0%} of each batch late; workdir {work}")
 
     for kind in kinds:
         spec = ApplyChangesSpec(keys=["id"], stored_as_scd_type=kind, table=f"bench_scd{kind}")
@@ -110,13 +113,13 @@ def main() -> None:
         everything = str(work / f"scd{kind}_all_changes")
         history = not_null_sequence(changes(spark, 0, args.changes, args.keys))
         history.write.format("delta").save(everything)
-        history = spark.read.format("delta").load(everything)
+        history = not_null_sequence(spark.read.format("delta").load(everything))
         t_load, _ = timed(lambda: merge(spark, target, history, spec))
         print(f"\nSCD{kind}: initial load of {args.changes:,} changes (recompute + write): {t_load:8.1f} s")
         print(f"{'batch':>5} {'changes':>9} {'incremental s':>14} {'recompute s':>12} {'ratio':>7}")
         seen = args.changes
         for b in range(args.batches):
-            batch = not_null_sequence(changes(spark, seen, batch_n, args.keys, late_from=seen // 2, seed=b + 1,
+            batch = not_null_sequence(changes(spark, seen, batch_n, args.keys, late_from=seen // 2, seed=b + 1, late=args.late,
                                               hot_keys=args.hot_keys))
             batch = spark.createDataFrame(batch.collect(), batch.schema)  # the batch arrives in memory
             t_inc, _ = timed(lambda: merge(spark, target, batch, spec))

@@ -207,6 +207,16 @@ def _fold(rows: DataFrame, spec: ApplyChangesSpec, values: Sequence[str]) -> Dat
     return rows.groupBy(*[_c(k) for k in spec.keys]).agg(*aggs)
 
 
+#: The SCD1 state is folded into one row per key again once it has this many files.
+_STATE_MAX_FILES = 16
+
+
+def _compact_state(spark: SparkSession, loc: str, spec: ApplyChangesSpec, values: Sequence[str]) -> None:
+    """Rewrite the append-only state as one row per key when it has grown to many files."""
+    if _delta(spark, loc).detail().first()["numFiles"] > _STATE_MAX_FILES:
+        _write(_fold(_read(spark, loc), spec, values).localCheckpoint(eager=True), loc, "overwrite")
+
+
 def _current_rows(state: DataFrame, spec: ApplyChangesSpec, values: Sequence[str], truncated: Column,
                   keep: Sequence[str] = ()) -> DataFrame:
     """The SCD1 rows of the live keys of ``state``; ``truncated``: sequence of the latest truncate.
@@ -261,13 +271,10 @@ def _merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
         touched = F.broadcast(touched)
     before = _read(spark, state_loc).alias("s").join(touched.alias("t"), _null_safe_on(keys, "s", "t"), "left_semi")
     state = _fold(before.unionByName(batch), spec, values).localCheckpoint(eager=True)
-    (
-        _delta(spark, state_loc).alias("g")
-        .merge(state.alias("s"), _null_safe_on(keys, "g", "s"))
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    # Folding is idempotent, so the state is append-only: the touched keys' new rows go on top
+    # (one small file) instead of a MERGE that would rewrite every state file; reads fold them.
+    _write(state.coalesce(1), state_loc, "append")
+    _compact_state(spark, state_loc, spec, values)
     _replace_keys(spark, target, _markers(touched, keys), rows_of(state), keys)
     return "merge"
 
@@ -367,14 +374,15 @@ def purge_tombstones(spark: SparkSession, target: str, spec: ApplyChangesSpec, o
     loc = state_location(target)
     if not _exists(spark, loc):
         return 0
+    keys = set(spec.keys)
+    values = [f.name for f in _read(spark, loc).schema.fields if f.name not in keys and f.name not in (_DEL, _LAST)]
+    state = _fold(_read(spark, loc), spec, values).localCheckpoint(eager=True)
     cutoff = F.current_timestamp() - F.make_dt_interval(secs=F.lit(older_than.total_seconds()))
     dead = ~F.col(_LAST)["alive"] & (F.col(_LAST)["t"] < cutoff)
-    before = _delta(spark, loc).history(1).collect()
-    _delta(spark, loc).delete(dead)
-    after = _delta(spark, loc).history(1).collect()
-    if after and before and after[0]["version"] != before[0]["version"]:
-        return int((after[0]["operationMetrics"] or {}).get("numDeletedRows", 0))
-    return 0
+    forgotten = state.where(dead).count()
+    if forgotten:
+        _write(state.where(~dead), loc, "overwrite")
+    return forgotten
 
 
 def merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, *,
