@@ -25,6 +25,15 @@ Beside each target it keeps (Delta tables at ``<target>__state``, ``<target>__ch
 
 Rows are replaced per key in one MERGE (a delete marker per key, then inserts): versions of a key
 can share a ``__START_AT`` when sequences tie, so no finer match is unique.
+
+Cost (``benchmarks/bench_apply_changes.py``, 2 cores, 1% batches over 100k keys, 10% late; the
+ratio is recompute / incremental, after the first batch which pays JIT warm-up):
+
+* SCD1, 1M changes: incremental 6.1-6.5 s, recompute 7.3-8.9 s (1.1-1.5x); 4M changes:
+  7.9-8.9 s vs 15.2-16.0 s (1.8-1.9x). Incremental stays flat as the history grows.
+* SCD2, 1M changes: 0.5-0.6x, in order (``--late 0``) too: the MERGE rewrites every file of a
+  target of ~1M versions when a uniform batch touches 10% of the keys, and keys with a late
+  event re-read the log. Clustering the target and log by key is the next step.
 """
 
 from __future__ import annotations
