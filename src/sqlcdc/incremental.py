@@ -419,8 +419,15 @@ def merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: Apply
 def merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec) -> str:
     """Apply a batch of new changes to the SCD2 Delta table ``target`` (name or path).
 
-    The applied changes are kept in ``changes_log_location(target)``; the touched keys' versions
-    are recomputed from their history there (so a late event can re-cut it) and replace theirs in
-    the target. The result equals :func:`scd2` over every change applied so far.
+    A key whose new events all follow the last event applied to it replays them from its state
+    (``state_location(target)``; its open version re-enters as an upsert at its ``__START_AT``)
+    and only its open version is replaced. A key with a late event re-reads its history from the
+    change log (``changes_log_location(target)``), since a late event can re-cut versions already
+    written, and all its versions are replaced. The result equals :func:`scd2` over every change
+    applied so far, in any order and split.
+
+    Example::
+
+        merge_scd2(spark, "warehouse/gold/customers_history", batch, spec)   # "initial" | "merge" | "recompute"
     """
     return _merge_scd2(spark, target, changes, spec)
