@@ -46,7 +46,7 @@ from pyspark.sql import functions as F
 
 from sqlcdc.apply_changes import (
     _CID, _IS_DEL, _IS_TRUNC, _RANK, _SEQ, END_AT, START_AT, ApplyChangesSpec, _c, _classified, _q, _scd2,
-    scd1, scd2,
+    scd2,
 )
 from sqlcdc.config import ConfigError
 
@@ -130,27 +130,35 @@ def _replace_keys(spark: SparkSession, target: str, markers: DataFrame, rows: Da
     )
 
 
-def _merge(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, kind: int) -> str:
-    """Append ``changes`` to the log, recompute the keys they touch, MERGE them into ``target``.
+def _record_truncates(spark: SparkSession, ev: DataFrame, spec: ApplyChangesSpec, target: str) -> bool:
+    """Append the sequences of the classified batch ``ev``'s truncates to ``<target>__truncates``;
+    True when the batch holds one."""
+    if spec.apply_as_truncates is None or not ev.where(F.col(_IS_TRUNC)).limit(1).collect():
+        return False
+    loc = _truncates_location(target)
+    _write(ev.where(F.col(_IS_TRUNC)).select(F.col(_SEQ).alias("seq")), loc,
+           "append" if _exists(spark, loc) else "overwrite")
+    return True
 
-    Returns how the run was applied: ``"initial"`` (first run: the log and target are created),
-    ``"recompute"`` (the batch holds a truncate, which touches every key) or ``"merge"``.
+
+def _merge_scd2_from_log(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec,
+                         has_trunc: bool) -> str:
+    """SCD2 of a table that has seen a truncate: append ``changes`` to the log, recompute the keys
+    they touch from it (all keys when the batch holds a truncate) and replace them in ``target``.
+
+    Returns ``"initial"`` (the log and target are created), ``"recompute"`` or ``"merge"``.
     """
-    spec.validate(changes.schema)
     log = changes_log_location(target)
-    compute = scd1 if kind == 1 else scd2
     keys = list(spec.keys)
-    changes = changes.select(*[_c(f.name) for f in changes.schema.fields])
     if not _exists(spark, log) or not _exists(spark, target):
         _write(changes, log, "overwrite")
-        _write(compute(_read(spark, log), spec), target, "overwrite")
+        _write(scd2(_read(spark, log), spec), target, "overwrite")
         return "initial"
     ev = _classified(changes, spec)
-    has_trunc = spec.apply_as_truncates is not None and bool(ev.where(F.col(_IS_TRUNC)).limit(1).collect())
     _write(changes, log, "append")
     logdf = _read(spark, log)
     if has_trunc:
-        _write(compute(logdf, spec), target, "overwrite")
+        _write(scd2(logdf, spec), target, "overwrite")
         return "recompute"
     # Keys this batch touches (few: at most the batch's rows, so broadcast); their whole history
     # (plus every truncate) decides their rows.
@@ -160,7 +168,7 @@ def _merge(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChan
     hist = logdf.alias("l").join(touched.alias("t"), _null_safe_on(keys, "l", "t"), "left_semi")
     if spec.apply_as_truncates is not None:
         hist = hist.unionByName(logdf.where(F.expr(spec.apply_as_truncates)))
-    _replace_keys(spark, target, _markers(touched, keys), compute(hist, spec), keys)
+    _replace_keys(spark, target, _markers(touched, keys), scd2(hist, spec), keys)
     return "merge"
 
 
@@ -253,10 +261,7 @@ def _merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
     values = [c for c in spec.output_columns(changes.schema) if c not in keys]
     ev = _classified(changes, spec)
     state_loc, trunc_loc = state_location(target), _truncates_location(target)
-    has_trunc = spec.apply_as_truncates is not None and bool(ev.where(F.col(_IS_TRUNC)).limit(1).collect())
-    if has_trunc:
-        _write(ev.where(F.col(_IS_TRUNC)).select(F.col(_SEQ).alias("seq")), trunc_loc,
-               "append" if _exists(spark, trunc_loc) else "overwrite")
+    has_trunc = _record_truncates(spark, ev, spec, target)
     if spec.apply_as_truncates is not None and (has_trunc or _exists(spark, trunc_loc)):
         latest = F.broadcast(_read(spark, trunc_loc).agg(F.max("seq").alias("__ac_truncated")))
         truncated = F.col("__ac_truncated")
@@ -311,13 +316,10 @@ def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
     log, state_loc, trunc_loc = changes_log_location(target), state_location(target), _truncates_location(target)
     changes = changes.select(*[_c(f.name) for f in schema.fields])
     ev = _classified(changes, spec)
-    has_trunc = spec.apply_as_truncates is not None and bool(ev.where(F.col(_IS_TRUNC)).limit(1).collect())
-    if has_trunc:
-        _write(ev.where(F.col(_IS_TRUNC)).select(F.col(_SEQ).alias("seq")), trunc_loc,
-               "append" if _exists(spark, trunc_loc) else "overwrite")
+    has_trunc = _record_truncates(spark, ev, spec, target)
     if has_trunc or _exists(spark, trunc_loc):
         # A truncate cuts every key's history; from then on the log decides (truncates are rare).
-        return _merge(spark, target, changes, spec, 2)
+        return _merge_scd2_from_log(spark, target, changes, spec, has_trunc)
     if not (_exists(spark, log) and _exists(spark, target) and _exists(spark, state_loc)):
         _write(changes, log, "overwrite")
         logdf = _read(spark, log)
