@@ -102,6 +102,13 @@ def _null_safe_on(keys: Sequence[str], left: str, right: str) -> Column:
 _BROADCAST_KEYS = 2_000_000
 
 
+def _touched_keys(frame: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """The distinct keys of a batch, materialized; broadcast when few (the usual case), so the
+    look-ups they drive do not shuffle the table they filter."""
+    touched = frame.select(*[_c(k) for k in keys]).distinct().localCheckpoint(eager=True)
+    return F.broadcast(touched) if touched.count() <= _BROADCAST_KEYS else touched
+
+
 def _markers(keys_df: DataFrame, keys: Sequence[str], action: str = "delete") -> DataFrame:
     """Delete markers for :func:`_replace_keys`: ``delete`` (every row of the key) or
     ``delete_open`` (only its open SCD2 version)."""
@@ -162,9 +169,7 @@ def _merge_scd2_from_log(spark: SparkSession, target: str, changes: DataFrame, s
         return "recompute"
     # Keys this batch touches (few: at most the batch's rows, so broadcast); their whole history
     # (plus every truncate) decides their rows.
-    touched = ev.select(*[_c(k) for k in keys]).distinct().localCheckpoint(eager=True)
-    if touched.count() <= _BROADCAST_KEYS:
-        touched = F.broadcast(touched)
+    touched = _touched_keys(ev, keys)
     hist = logdf.alias("l").join(touched.alias("t"), _null_safe_on(keys, "l", "t"), "left_semi")
     if spec.apply_as_truncates is not None:
         hist = hist.unionByName(logdf.where(F.expr(spec.apply_as_truncates)))
@@ -280,9 +285,7 @@ def _merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
         _write(state, state_loc, "overwrite")
         _write(rows_of(state), target, "overwrite")
         return "initial" if initial else "recompute"
-    touched = batch.select(*[_c(k) for k in keys]).distinct().localCheckpoint(eager=True)
-    if touched.count() <= _BROADCAST_KEYS:
-        touched = F.broadcast(touched)
+    touched = _touched_keys(batch, keys)
     before = _read(spark, state_loc).alias("s").join(touched.alias("t"), _null_safe_on(keys, "s", "t"), "left_semi")
     state = _fold(before.unionByName(batch), spec, values).localCheckpoint(eager=True)
     # Folding is idempotent, so the state is append-only: the touched keys' new rows go on top
