@@ -10,8 +10,9 @@ table                 kind                               content
                       view for decoders that need state)
 ``quarantine_S``      streaming table (or m. view)       records that could not become changes, with
                                                          the reason and lineage to bronze
-``gold_T_scd1``       materialized view locally,         current state (SCD type 1)
-                      AUTO CDC target on Databricks
+``gold_T_scd1``       applied after the run locally      current state (SCD type 1)
+                      (:mod:`sqlcdc.gold`), AUTO CDC
+                      target on Databricks
 ``gold_T_scd2``       same                               history with ``__START_AT``/``__END_AT``
 ====================  =================================  ==========================================
 
@@ -32,7 +33,7 @@ from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
 
 from sqlcdc import apply_changes, dq_metrics, expectations, formats, model, runtime
-from sqlcdc import kafka, reshape
+from sqlcdc import gold, kafka, reshape
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
 from sqlcdc.values import ColumnSpec
 
@@ -89,22 +90,7 @@ def keys(table: TableConfig) -> list[str]:
 
 def gold_spec(table: TableConfig, scd_type: int) -> apply_changes.ApplyChangesSpec:
     """The apply-changes options for one gold table of ``table`` (AUTO CDC semantics)."""
-    return apply_changes.ApplyChangesSpec(
-        keys=keys(table),
-        sequence_by=table.sequence_by or model.SEQ_COL,
-        apply_as_deletes=f"{model.OP_COL} = 'DELETE'",
-        apply_as_truncates=f"{model.OP_COL} = 'TRUNCATE'",
-        column_list=list(table.column_list) if table.column_list else None,
-        except_column_list=list(table.except_column_list) if table.except_column_list else None,
-        stored_as_scd_type=scd_type,
-        track_history_column_list=list(table.track_history_column_list) if table.track_history_column_list else None,
-        track_history_except_column_list=(
-            list(table.track_history_except_column_list) if table.track_history_except_column_list else None
-        ),
-        ignore_null_updates=table.ignore_null_updates,
-        provided_column=model.PROVIDED_COL,
-        table=table.name,
-    )
+    return apply_changes.ApplyChangesSpec.from_table_config(table, scd_type, keys=keys(table))
 
 
 def changes_frame(table: TableConfig, silver: DataFrame) -> DataFrame:
@@ -310,21 +296,32 @@ def _record_if_reshaped(table: TableConfig, cols: list[ColumnSpec]) -> bool:
     )
     if change is None:
         return False
-    names = [table.silver_table] + [_target(table, t) for t in table.scd_types]
+    names = [table.silver_table]
+    if not gold_after_run():  # gold declared in the pipeline is rebuilt with it (sqlcdc.gold rebuilds its own)
+        names += [_target(table, t) for t in table.scd_types]
     reshape.record(marker, names, f"the columns of {table.qualified} changed ({change})")
     return True
+
+
+def gold_after_run() -> bool:
+    """True when gold is applied after the pipeline by ``sqlcdc run`` (not declared in it)."""
+    return not runtime.is_databricks() and spark().conf.get(gold.GOLD_CONF, None) == gold.AFTER_RUN
 
 
 def declare_gold(cfg: PipelineConfig) -> None:
     """Per table and SCD type, a gold table applied in source commit order.
 
-    On Databricks this is ``dp.create_auto_cdc_flow``; locally (OSS Spark has no AUTO CDC for
-    Delta targets, nor SCD2) it is sqlcdc's own engine, recomputed from silver.
+    On Databricks this is ``dp.create_auto_cdc_flow``. Locally (OSS Spark has no AUTO CDC for
+    Delta targets, nor SCD2) ``sqlcdc run`` applies gold incrementally once the pipeline has run
+    (:mod:`sqlcdc.gold`): here the options are only checked, so a config mistake stops the run
+    before anything runs. Without ``sqlcdc run``, gold is a materialized view recomputed from silver.
     """
     for table in cfg.tables:
         for scd_type in table.scd_types:
             if runtime.is_databricks():
                 _auto_cdc(table, scd_type)
+            elif gold_after_run():
+                gold_spec(table, scd_type).validate(model.apply_frame_schema(columns(table)))
             else:
                 _local_gold(table, scd_type)
 

@@ -116,33 +116,22 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
     return result
 
 
-def print_summary(cfg: PipelineConfig, warehouse: Path) -> bool:
+def print_summary(cfg: PipelineConfig, warehouse: Path, spark: SparkSession) -> bool:
     """Print rows per table and the per-source balance; False when a balance does not hold."""
-    import os
-
-    from sqlcdc.runtime import local_spark
-
-    # Same quiet log settings as the run (the JVM reads SPARK_CONF_DIR when it starts).
-    os.environ.setdefault("SPARK_CONF_DIR", str(warehouse / "_sqlcdc" / "conf"))
-    spark = local_spark(app_name="sqlcdc-summary")
-    spark.sparkContext.setLogLevel("ERROR")  # the table and balances are the output, not Spark's warnings
-    try:
-        rows = counts(spark, cfg, warehouse)
-        width = max(len(name) for _, name, _ in rows)
-        print(f"\n{'layer':<11}{'table':<{width + 2}}{'rows':>8}")
-        for layer, name, n in rows:
-            print(f"{layer:<11}{name:<{width + 2}}{'-' if n is None else n:>8}")
-        ok = True
-        for b in balances(spark, cfg, warehouse):
-            status = "ok" if b.ok else "MISMATCH"
-            ok &= b.ok
-            print(
-                f"\nsource {b.source}: landed {b.landed} = silver {b.in_silver} + quarantine {b.quarantined}"
-                + (f" + dropped {b.dropped}" if b.dropped else "")
-                + f" + skipped {b.skipped}"
-                + (f" + pending {b.pending} (segments awaiting the rest of their split event)" if b.pending else "")
-                + f" ({status})"
-            )
-        return ok
-    finally:
-        spark.stop()
+    rows = counts(spark, cfg, warehouse)
+    width = max(len(name) for _, name, _ in rows)
+    print(f"\n{'layer':<11}{'table':<{width + 2}}{'rows':>8}")
+    for layer, name, n in rows:
+        print(f"{layer:<11}{name:<{width + 2}}{'-' if n is None else n:>8}")
+    ok = True
+    for b in balances(spark, cfg, warehouse):
+        status = "ok" if b.ok else "MISMATCH"
+        ok &= b.ok
+        print(
+            f"\nsource {b.source}: landed {b.landed} = silver {b.in_silver} + quarantine {b.quarantined}"
+            + (f" + dropped {b.dropped}" if b.dropped else "")
+            + f" + skipped {b.skipped}"
+            + (f" + pending {b.pending} (segments awaiting the rest of their split event)" if b.pending else "")
+            + f" ({status})"
+        )
+    return ok

@@ -8,8 +8,9 @@ Everything the run writes lives under the warehouse folder (default ``warehouse/
       _metastore/           the embedded Hive metastore that lets tables survive between runs
       _sqlcdc/              the generated spec, spark-defaults.conf and the last run's full log
 
-A second ``sqlcdc run`` reads only files that landed since the first; ``--full-refresh``
-recomputes every table from the landing folders.
+A second ``sqlcdc run`` reads only files that landed since the first, and gold merges only the
+changes they bring (:mod:`sqlcdc.gold`); ``--full-refresh`` recomputes every table from the
+landing folders.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from sqlcdc import reshape, runtime
+from sqlcdc import gold, reshape, runtime
 from sqlcdc.config import ConfigError, PipelineConfig, load_pipeline
 
 NAME = "run"
@@ -54,21 +55,37 @@ def main(args) -> int:
     code = run_pipeline(cfg, warehouse, full_refresh=args.full_refresh, quiet=args.quiet)
     if code != 0:
         return code
-    # On a run after the first, OSS SDP was seen computing the gold materialized views before the
-    # silver flows had appended that run's changes (gold then lagged one run behind). Until the
-    # cause is found, a second pass refreshes only the gold tables, over the silver just written.
-    gold = [t.scd1_table if s == 1 else t.scd2_table for t in cfg.tables for s in t.scd_types]
-    if gold:
-        code = run_pipeline(cfg, warehouse, quiet=args.quiet, refresh=gold)
-        if code != 0:
-            return code
-    print(f"sqlcdc run: pipeline {cfg.name!r} finished in {time.monotonic() - started:.0f}s; tables under {warehouse / 'tables'}")
-    if not args.no_summary:
-        from sqlcdc.summary import print_summary
+    spark = _session(warehouse)
+    try:
+        # Gold after the pipeline: each table's new silver changes, merged (sqlcdc.gold).
+        if not args.quiet:
+            print("sqlcdc run: applying new changes to gold", flush=True)
+        echo = None if args.quiet else (lambda line: print("  gold: " + line, flush=True))
+        try:
+            gold.apply_all(spark, cfg, warehouse, full_refresh=args.full_refresh, echo=echo)
+        except ConfigError as e:
+            print(f"sqlcdc run: gold: {e}", file=sys.stderr)
+            return 2
+        print(f"sqlcdc run: pipeline {cfg.name!r} finished in {time.monotonic() - started:.0f}s; "
+              f"tables under {warehouse / 'tables'}")
+        if not args.no_summary:
+            from sqlcdc.summary import print_summary
 
-        ok = print_summary(cfg, warehouse)
-        return 0 if ok else 3
-    return 0
+            return 0 if print_summary(cfg, warehouse, spark) else 3
+        return 0
+    finally:
+        spark.stop()
+
+
+def _session(warehouse: Path):
+    """The in-process Spark session that applies gold and counts rows: the run's settings (Delta,
+    the warehouse's metastore, quiet logs: the JVM reads SPARK_CONF_DIR when it starts)."""
+    from sqlcdc.runtime import local_spark
+
+    os.environ["SPARK_CONF_DIR"] = str(warehouse / "_sqlcdc" / "conf")
+    spark = local_spark(warehouse, app_name="sqlcdc-gold")
+    spark.sparkContext.setLogLevel("ERROR")  # progress and summary are the output, not Spark's warnings
+    return spark
 
 
 def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]:
@@ -85,6 +102,7 @@ def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]
         "configuration": {
             "sqlcdc.config": str(Path(cfg.file).resolve()),
             reshape.MARKER_CONF: str(reshape_marker(warehouse)),
+            gold.GOLD_CONF: gold.AFTER_RUN,  # gold is applied after the pipeline (sqlcdc.gold), not in it
         },
         # SDP resolves library globs relative to the spec's folder and accepts only file paths.
         "libraries": [{"glob": {"include": f"{rel}/{layer}.py"}} for layer in ("bronze", "silver", "gold")],
@@ -105,15 +123,12 @@ def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]
 
 def run_pipeline(
     cfg: PipelineConfig, warehouse: Path, *, full_refresh: bool = False, quiet: bool = False,
-    refresh: list[str] | None = None,
 ) -> int:
     """Run ``spark-pipelines run`` for ``cfg``; stream its progress lines; keep the full log."""
     spec_path, env = prepare(cfg, warehouse)
     cmd = [str(Path(sys.executable).parent / "spark-pipelines"), "run", "--spec", str(spec_path)]
     if full_refresh:
         cmd.append("--full-refresh-all")
-    elif refresh:
-        cmd += ["--refresh", ",".join(refresh)]
     log_path = spec_path.parent / "last-run.log"
     marker = reshape_marker(warehouse)
     with _connect_port_lock(quiet):

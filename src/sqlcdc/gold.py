@@ -1,0 +1,266 @@
+"""Local gold: after a pipeline run, apply each table's new silver changes incrementally.
+
+OSS Spark Declarative Pipelines have no AUTO CDC for Delta targets (nor SCD2), so locally
+``sqlcdc run`` builds gold itself once ``spark-pipelines run`` has written silver: every onboarded
+table's *new* changes go through :mod:`sqlcdc.incremental` (``merge_scd1`` / ``merge_scd2``), so a
+run costs what landed since the last one, not the whole history. On Databricks the same config
+becomes ``dp.create_auto_cdc_flow`` inside the pipeline instead (:mod:`sqlcdc.pipeline`).
+
+Which changes are new depends on how the producer's silver is kept:
+
+* **streaming silver** (Debezium, change tables: append-only): a Delta stream over the silver
+  table with a checkpoint, run with ``availableNow``; each micro-batch is merged into every gold
+  table of the table. A batch interrupted half-way is delivered again, and merging is idempotent.
+* **recomputed silver** (CES, Qlik: a materialized view rebuilt from bronze every run, because
+  they reassemble or pair records across files): the changes whose ``change_id`` gold has not
+  applied yet (a small Delta table of applied ids).
+
+A table's gold is rebuilt from all of its silver, saying why, on ``--full-refresh``, when one of
+its parts is missing, when its columns changed (a Qlik ``tableVersion``, CES columns, ``columns:``
+edited), or when streaming silver was re-created. Run state lives under
+``<warehouse>/_sqlcdc/gold/<table>/``; the engine's per-key state beside each target
+(``gold_<t>_scd1__state`` ...).
+
+Example::
+
+    from sqlcdc import gold
+    from sqlcdc.runtime import local_spark
+    spark = local_spark(warehouse="warehouse")
+    for applied in gold.apply_all(spark, cfg, Path("warehouse")):
+        print(applied)        # customers: 2 new changes -> gold_customers_scd1 (merge), ...
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from sqlcdc import formats, incremental, lsn, model, reshape
+from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec
+from sqlcdc.config import PipelineConfig, TableConfig
+
+__all__ = ["Applied", "apply_all", "apply_table", "gold_parts", "GOLD_CONF", "AFTER_RUN"]
+
+GOLD_CONF, AFTER_RUN = "sqlcdc.gold", "after_run"
+"""Spark conf set by ``sqlcdc run`` in the pipeline's configuration: gold is applied after the
+run by this module, so the pipeline only checks gold's options. Unset (``spark-pipelines run``
+by hand), the pipeline builds gold as materialized views recomputed from silver."""
+
+
+@dataclass
+class Applied:
+    """What one ``apply_table`` did: new changes read, per target the engine's mode, why rebuilt."""
+
+    table: str
+    changes: int = 0
+    modes: dict[str, str] = field(default_factory=dict)
+    rebuilt: str | None = None
+    seconds: float = 0.0
+    skipped: str | None = None
+
+    def __str__(self) -> str:
+        if self.skipped:
+            return f"{self.table}: {self.skipped}"
+        targets = ", ".join(f"{t} ({m})" for t, m in self.modes.items()) or "nothing to do"
+        why = f" [rebuilt: {self.rebuilt}]" if self.rebuilt else ""
+        return f"{self.table}: {self.changes} new changes -> {targets} in {self.seconds:.1f}s{why}"
+
+
+def tables_dir(warehouse: Path) -> Path:
+    return warehouse / "tables"
+
+
+def run_state_dir(warehouse: Path, table: TableConfig) -> Path:
+    """Where gold keeps what it has read of ``table``'s silver (stream checkpoint, applied ids)."""
+    return warehouse / "_sqlcdc" / "gold" / table.name
+
+
+def gold_parts(warehouse: Path, table: TableConfig) -> list[Path]:
+    """Every folder that makes up ``table``'s gold: its targets, the engine's side tables beside
+    them (``<target>__*``: key state, change log, ...) and the run state."""
+    parts: list[Path] = []
+    for scd in table.scd_types:
+        target = tables_dir(warehouse) / _target(table, scd)
+        parts += [target, *sorted(target.parent.glob(glob.escape(target.name) + "__*"))]
+    return parts + [run_state_dir(warehouse, table)]
+
+
+def _target(table: TableConfig, scd: int) -> str:
+    return table.scd1_table if scd == 1 else table.scd2_table
+
+
+def _is_delta(path: Path) -> bool:
+    return (path / "_delta_log").is_dir()
+
+
+def apply_all(spark: SparkSession, cfg: PipelineConfig, warehouse: Path, *, full_refresh: bool = False,
+              echo: Callable[[str], None] | None = None) -> list[Applied]:
+    """Apply every table's new silver changes to its gold tables; ``echo`` gets a line per table."""
+    out = []
+    for table in cfg.tables:
+        applied = apply_table(spark, table, warehouse, full_refresh=full_refresh)
+        if echo:
+            echo(str(applied))
+        out.append(applied)
+    return out
+
+
+def _silver_shape(silver_schema: StructType, table: TableConfig) -> tuple[list[str], list[str]]:
+    """(columns, keys) of ``table`` as its silver has them: the ``after`` struct's fields; keys from
+    config, else the ``key`` struct silver carries (Qlik's ``primaryKeyPosition`` and the like)."""
+    columns = list(silver_schema["after"].dataType.fieldNames())
+    keys = list(table.keys) if table.keys else list(silver_schema["key"].dataType.fieldNames())
+    return columns, keys
+
+
+def changes_of(silver: DataFrame, columns: list[str], keys: list[str]) -> DataFrame:
+    """Silver rows -> the apply frame (:func:`sqlcdc.model.apply_frame`).
+
+    The sequence is rebuilt with :func:`sqlcdc.lsn.sequence`: an identity for silver rows (a
+    decoder builds it that way and the ``sequence_not_null`` rule quarantines the rest), which
+    gives the frame the NOT NULL sequence the engine insists on (Delta reads it back as nullable).
+    """
+    seq = F.col("sequence")
+    silver = silver.withColumn("sequence", lsn.sequence(seq["commit_lsn"], seq["change_lsn"], seq["serial"]))
+    return model.apply_frame(silver, columns, keys)
+
+
+def _specs(table: TableConfig, keys: list[str]) -> dict[int, ApplyChangesSpec]:
+    return {scd: ApplyChangesSpec.from_table_config(table, scd, keys=keys) for scd in table.scd_types}
+
+
+def _rebuild_reason(spark: SparkSession, table: TableConfig, warehouse: Path, silver: Path, streaming: bool,
+                    wanted: dict[str, list[tuple[str, str]]], full_refresh: bool) -> str | None:
+    """Why ``table``'s gold must be rebuilt from all of silver (None: apply only what is new)."""
+    if full_refresh:
+        return "full refresh"
+    state = run_state_dir(warehouse, table)
+    targets = [tables_dir(warehouse) / name for name in wanted]
+    if not any(_is_delta(t) for t in targets) and not state.exists():
+        return None  # first run: nothing to rebuild, everything is new
+    missing = [t.name for t in targets if not _is_delta(t)] + ([] if state.exists() else [f"run state {state}"])
+    if missing:
+        return f"missing {', '.join(missing)}"
+    for name, cols in wanted.items():
+        have = [(f.name, f.dataType.simpleString()) for f in
+                spark.read.format("delta").load(str(tables_dir(warehouse) / name)).schema.fields
+                if f.name not in (START_AT, END_AT)]
+        change = reshape.column_change(have, cols)
+        if change is not None:
+            return f"the columns of {table.qualified} changed ({change})"
+    if streaming:
+        seen = state / "silver.json"
+        if seen.exists() and json.loads(seen.read_text()).get("id") != _table_id(spark, silver):
+            return f"{silver.name} was re-created"
+    return None
+
+
+def _table_id(spark: SparkSession, path: Path) -> str:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, str(path)).detail().select("id").first()[0]
+
+
+def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, full_refresh: bool = False) -> Applied:
+    """Apply ``table``'s new silver changes to its SCD1/SCD2 tables (see the module doc)."""
+    started = time.monotonic()
+    result = Applied(table.name)
+    silver_path = tables_dir(warehouse) / table.silver_table
+    if not _is_delta(silver_path):
+        result.skipped = f"no silver table yet ({silver_path})"
+        return result
+    silver = spark.read.format("delta").load(str(silver_path))
+    columns, keys = _silver_shape(silver.schema, table)
+    frame_schema = changes_of(silver, columns, keys).schema
+    specs = _specs(table, keys)
+    for spec in specs.values():
+        spec.validate(frame_schema)  # ConfigError naming table and field
+    wanted = {
+        _target(table, scd): [(f.name, f.dataType.simpleString()) for f in frame_schema.fields
+                              if f.name in spec.output_columns(frame_schema)]
+        for scd, spec in specs.items()
+    }
+    streaming = formats.get(table.source.format).STREAMING
+    result.rebuilt = _rebuild_reason(spark, table, warehouse, silver_path, streaming, wanted, full_refresh)
+    if result.rebuilt:
+        for part in gold_parts(warehouse, table):
+            shutil.rmtree(part, ignore_errors=True)
+    state = run_state_dir(warehouse, table)
+    state.mkdir(parents=True, exist_ok=True)
+
+    def merge(changes: DataFrame) -> None:
+        for scd, spec in specs.items():
+            target = str(tables_dir(warehouse) / _target(table, scd))
+            apply = incremental.merge_scd1 if scd == 1 else incremental.merge_scd2
+            result.modes[_target(table, scd)] = apply(spark, target, changes, spec)
+
+    if streaming:
+        _apply_stream(spark, silver_path, state, columns, keys, merge, result)
+    else:
+        _apply_new_ids(spark, silver, state, columns, keys, merge, result)
+    # Gold tables exist after every run, if only empty (a first run whose silver is still empty).
+    if any(not _is_delta(tables_dir(warehouse) / _target(table, scd)) for scd in specs):
+        merge(changes_of(silver.limit(0), columns, keys))
+    _register(spark, warehouse, [_target(table, scd) for scd in specs])
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _apply_stream(spark: SparkSession, silver_path: Path, state: Path, columns: list[str], keys: list[str],
+                  merge: Callable[[DataFrame], None], result: Applied) -> None:
+    """Streaming silver: every micro-batch appended since the checkpoint, merged in order."""
+    (state / "silver.json").write_text(json.dumps({"id": _table_id(spark, silver_path)}))
+
+    def on_batch(batch: DataFrame, _batch_id: int) -> None:
+        changes = changes_of(batch, columns, keys).localCheckpoint(eager=True)
+        n = changes.count()
+        if n:
+            merge(changes)
+            result.changes += n
+
+    query = (
+        spark.readStream.format("delta").load(str(silver_path))
+        .writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", str(state / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+
+
+def _apply_new_ids(spark: SparkSession, silver: DataFrame, state: Path, columns: list[str], keys: list[str],
+                   merge: Callable[[DataFrame], None], result: Applied) -> None:
+    """Recomputed silver: the changes whose id gold has not applied yet; their ids are recorded
+    after the merge (a run killed in between applies them again, which merging tolerates)."""
+    applied = state / "applied"
+    changes = changes_of(silver, columns, keys)
+    if _is_delta(applied):
+        done = spark.read.format("delta").load(str(applied))
+        changes = changes.join(done, changes[model.CHANGE_ID_COL] == done["change_id"], "left_anti")
+    changes = changes.localCheckpoint(eager=True)
+    n = changes.count()
+    if n:
+        merge(changes)
+        result.changes = n
+        (changes.select(F.col(model.CHANGE_ID_COL).alias("change_id")).distinct()
+         .write.format("delta").mode("append").save(str(applied)))
+
+
+def _register(spark: SparkSession, warehouse: Path, names: list[str]) -> None:
+    """Name the gold tables in the warehouse's metastore (a Hive session), so ``spark.table`` finds
+    them beside bronze and silver. Names are quoted; paths passed as string literals."""
+    if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
+        return
+    for name in names:
+        location = str(tables_dir(warehouse) / name).replace("\\", "\\\\").replace("'", "\\'")
+        quoted = "`" + name.replace("`", "``") + "`"
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {quoted} USING delta LOCATION '{location}'")

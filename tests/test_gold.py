@@ -1,0 +1,137 @@
+"""Local gold after a run (sqlcdc.gold): only new silver changes are merged, and the tables equal
+the hand-written expectations of tests/test_debezium_gold.py whatever the split over runs.
+
+Silver is made by the Debezium decoder and written where a run keeps it
+(``<warehouse>/tables/silver_customers``): appended for streaming silver, overwritten with every
+change so far for recomputed silver (CES and Qlik keep theirs that way).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from sqlcdc import gold
+from sqlcdc.config import ConfigError, SourceConfig
+from sqlcdc.formats import base, debezium
+from test_debezium_gold import COLS, EXPECTED_SCD1, EXPECTED_SCD2, HISTORY, TABLE
+
+
+def silver_of(spark, lines, cols=COLS):
+    bronze = base.bronze_columns(spark.createDataFrame([(v, "f") for v in lines], "value string, source_file string"))
+    return debezium.decode(bronze, TABLE, cols).changes
+
+
+def land(spark, wh, lines, mode="append", cols=COLS):
+    silver_of(spark, lines, cols).write.format("delta").mode(mode).option("overwriteSchema", "true").save(
+        str(wh / "tables" / "silver_customers"))
+
+
+def scd1(spark, wh):
+    rows = spark.read.format("delta").load(str(wh / "tables" / "gold_customers_scd1")).collect()
+    return sorted((r.id, r.first_name, r.last_name) for r in rows)
+
+
+def scd2(spark, wh):
+    rows = spark.read.format("delta").load(str(wh / "tables" / "gold_customers_scd2")).collect()
+    return sorted((r.id, r.last_name, r["__START_AT"].commit_lsn, r["__END_AT"].commit_lsn if r["__END_AT"] else None)
+                  for r in rows)
+
+
+def test_streaming_silver_over_three_runs_merges_only_what_is_new(spark, tmp_path):
+    wh = tmp_path / "wh"
+    runs = [HISTORY[:3], HISTORY[3:6], HISTORY[6:]]
+    reports = []
+    for lines in runs:
+        land(spark, wh, lines)
+        reports.append(gold.apply_table(spark, TABLE, wh))
+    # Each run read its own changes only (Debezium's key change 2 -> 3 is a delete and a create).
+    assert [r.changes for r in reports] == [3, 3, 2]
+    assert reports[0].modes == {"gold_customers_scd1": "initial", "gold_customers_scd2": "initial"}
+    assert reports[2].modes == {"gold_customers_scd1": "merge", "gold_customers_scd2": "merge"}
+    assert not any(r.rebuilt for r in reports)
+    assert scd1(spark, wh) == EXPECTED_SCD1
+    assert scd2(spark, wh) == EXPECTED_SCD2
+
+    again = gold.apply_table(spark, TABLE, wh)  # nothing landed: nothing read, nothing changed
+    assert again.changes == 0 and again.modes == {}
+    assert scd1(spark, wh) == EXPECTED_SCD1
+
+
+def test_a_batch_delivered_again_after_an_interrupted_run_changes_nothing(spark, tmp_path):
+    wh = tmp_path / "wh"
+    land(spark, wh, HISTORY[:4])
+    gold.apply_table(spark, TABLE, wh)
+    land(spark, wh, HISTORY[4:])
+    gold.apply_table(spark, TABLE, wh)
+    # A run killed after merging but before the stream committed its offsets: the batch comes again.
+    commits = wh / "_sqlcdc" / "gold" / "customers" / "checkpoint" / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    replayed = gold.apply_table(spark, TABLE, wh)
+    assert replayed.changes == 4  # HISTORY[4:]
+    assert scd1(spark, wh) == EXPECTED_SCD1
+    assert scd2(spark, wh) == EXPECTED_SCD2
+
+
+def test_recomputed_silver_applies_the_change_ids_not_yet_applied(spark, tmp_path):
+    qlik_like = replace(TABLE, source=SourceConfig(name="crm", format="qlik", landing=None))
+    wh = tmp_path / "wh"
+    land(spark, wh, HISTORY[:5], mode="overwrite")  # silver recomputed from bronze: every change so far
+    first = gold.apply_table(spark, qlik_like, wh)
+    land(spark, wh, HISTORY, mode="overwrite")
+    second = gold.apply_table(spark, qlik_like, wh)
+    assert (first.changes, second.changes) == (5, 3)  # HISTORY[5:]: the three events not yet applied
+    assert scd1(spark, wh) == EXPECTED_SCD1
+    assert scd2(spark, wh) == EXPECTED_SCD2
+
+
+def test_gold_is_rebuilt_from_silver_when_a_target_is_missing_or_columns_change(spark, tmp_path):
+    wh = tmp_path / "wh"
+    land(spark, wh, HISTORY[:4])
+    gold.apply_table(spark, TABLE, wh)
+    shutil.rmtree(wh / "tables" / "gold_customers_scd1")
+    land(spark, wh, HISTORY[4:])
+    rebuilt = gold.apply_table(spark, TABLE, wh)
+    assert rebuilt.rebuilt == "missing gold_customers_scd1"
+    assert rebuilt.changes == len(HISTORY)  # all of silver again
+    assert scd1(spark, wh) == EXPECTED_SCD1
+    assert scd2(spark, wh) == EXPECTED_SCD2
+
+    # The table gains a column (silver rebuilt with it): gold is rebuilt with the column.
+    tier = debezium.spec_from_config({"name": "tier", "type": "string"})
+    land(spark, wh, HISTORY, mode="overwrite", cols=[*COLS, tier])
+    widened = gold.apply_table(spark, TABLE, wh)
+    assert widened.rebuilt == "the columns of dbo.customers changed (added tier)"
+    assert spark.read.format("delta").load(str(wh / "tables" / "gold_customers_scd1")).columns == [
+        "id", "first_name", "last_name", "email", "tier"]
+    assert scd1(spark, wh) == EXPECTED_SCD1
+
+    full = gold.apply_table(spark, TABLE, wh, full_refresh=True)
+    assert full.rebuilt == "full refresh" and scd2(spark, wh) == EXPECTED_SCD2
+
+
+def test_empty_silver_still_gives_empty_gold_tables(spark, tmp_path):
+    wh = tmp_path / "wh"
+    land(spark, wh, [])
+    applied = gold.apply_table(spark, TABLE, wh)
+    assert applied.changes == 0
+    assert scd1(spark, wh) == [] and scd2(spark, wh) == []
+
+
+def test_no_silver_yet_is_reported_not_an_error(spark, tmp_path):
+    applied = gold.apply_table(spark, TABLE, tmp_path / "wh")
+    assert applied.skipped.startswith("no silver table yet")
+
+
+def test_a_gold_option_naming_an_unknown_column_is_refused_naming_table_and_field(spark, tmp_path):
+    wh = tmp_path / "wh"
+    land(spark, wh, HISTORY[:2])
+    wrong = replace(TABLE, track_history_column_list=("emial",))
+    with pytest.raises(ConfigError) as err:
+        gold.apply_table(spark, wrong, wh)
+    assert "customers: track_history_column_list: unknown column 'emial'" in str(err.value)
+    assert not (wh / "tables" / "gold_customers_scd1").exists()  # refused before anything is written
