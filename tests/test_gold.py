@@ -16,6 +16,7 @@ import pytest
 from sqlcdc import gold
 from sqlcdc.config import ConfigError, SourceConfig
 from sqlcdc.formats import base, debezium
+from debezium_events import customer, event, line, lsn
 from test_debezium_gold import COLS, EXPECTED_SCD1, EXPECTED_SCD2, HISTORY, TABLE
 
 
@@ -135,3 +136,50 @@ def test_a_gold_option_naming_an_unknown_column_is_refused_naming_table_and_fiel
         gold.apply_table(spark, wrong, wh)
     assert "customers: track_history_column_list: unknown column 'emial'" in str(err.value)
     assert not (wh / "tables" / "gold_customers_scd1").exists()  # refused before anything is written
+
+
+LATE_UPDATE_OF_4 = line(event("u", before=customer(4, "cy", "c"), after=customer(4, "cy", "late"),
+                              commit_lsn=lsn(0x14, 1, 5), change_lsn=lsn(0x14, 1, 5), serial=2))
+
+
+def test_tombstones_are_kept_forever_by_default_and_forgotten_past_the_retention(spark, tmp_path):
+    # Without retention: the update sequenced before key 4's delete, arriving a run later, changes nothing.
+    kept = tmp_path / "kept"
+    land(spark, kept, HISTORY)
+    gold.apply_table(spark, TABLE, kept)
+    land(spark, kept, [LATE_UPDATE_OF_4])
+    gold.apply_table(spark, TABLE, kept)
+    assert scd1(spark, kept) == EXPECTED_SCD1
+
+    # A 1-day retention: both deletes (keys 2 and 4) committed in 2019, so their tombstones go; the
+    # same late update then brings key 4 back: the trade-off tombstone_retention_days documents.
+    short = tmp_path / "short"
+    table = replace(TABLE, tombstone_retention_days=1)
+    land(spark, short, HISTORY)
+    assert gold.apply_table(spark, table, short).forgotten == 2
+    land(spark, short, [LATE_UPDATE_OF_4])
+    gold.apply_table(spark, table, short)
+    assert scd1(spark, short) == sorted(EXPECTED_SCD1 + [(4, "cy", "late")])
+
+
+def test_tombstone_retention_is_the_auto_cdc_target_property_on_databricks(tmp_path):
+    from sqlcdc.pipeline import auto_cdc_table_properties
+
+    table = replace(TABLE, tombstone_retention_days=2, table_properties={"delta.appendOnly": "false"})
+    assert auto_cdc_table_properties(table, 1) == {
+        "delta.appendOnly": "false", "pipelines.cdc.tombstoneGCThresholdInSeconds": "172800"}
+    assert auto_cdc_table_properties(table, 2) == {"delta.appendOnly": "false"}  # SCD2 keeps its history
+
+
+def test_tombstone_retention_days_is_read_from_the_table_config(tmp_path):
+    from sqlcdc.config import load_pipeline
+
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  inv:\n    format: debezium\n    landing: x\n")
+    (tmp_path / "tables" / "c.yml").write_text(
+        "source: inv\ntable: dbo.customers\nkeys: [id]\ntombstone_retention_days: 0.5\n")
+    assert load_pipeline(str(tmp_path / "pipeline.yml")).table("customers").tombstone_retention_days == 0.5
+    (tmp_path / "tables" / "c.yml").write_text(
+        "source: inv\ntable: dbo.customers\nkeys: [id]\ntombstone_retention_days: 0\n")
+    with pytest.raises(ConfigError, match="tombstone_retention_days"):
+        load_pipeline(str(tmp_path / "pipeline.yml"))

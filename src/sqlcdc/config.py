@@ -92,6 +92,7 @@ class TableConfig:
     track_history_column_list: tuple[str, ...] | None = None
     track_history_except_column_list: tuple[str, ...] | None = None
     ignore_null_updates: bool = False
+    tombstone_retention_days: float | None = None
     expectations: tuple[dict[str, Any], ...] = ()
     partition_cols: tuple[str, ...] | None = None
     cluster_by: tuple[str, ...] | None = None
@@ -574,6 +575,7 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         track_history_column_list=tup("track_history_column_list"),
         track_history_except_column_list=tup("track_history_except_column_list"),
         ignore_null_updates=bool(doc.get("ignore_null_updates", False)),
+        tombstone_retention_days=doc.get("tombstone_retention_days"),
         expectations=tuple(r for r, _ in rules),
         partition_cols=tup("partition_cols"),
         cluster_by=tup("cluster_by"),

@@ -32,6 +32,7 @@ Example::
 
 from __future__ import annotations
 
+import datetime as dt
 import glob
 import json
 import shutil
@@ -66,13 +67,16 @@ class Applied:
     rebuilt: str | None = None
     seconds: float = 0.0
     skipped: str | None = None
+    forgotten: int = 0
+    """Deleted keys whose tombstone passed ``tombstone_retention_days`` this run (SCD1)."""
 
     def __str__(self) -> str:
         if self.skipped:
             return f"{self.table}: {self.skipped}"
         targets = ", ".join(f"{t} ({m})" for t, m in self.modes.items()) or "nothing to do"
         why = f" [rebuilt: {self.rebuilt}]" if self.rebuilt else ""
-        return f"{self.table}: {self.changes} new changes -> {targets} in {self.seconds:.1f}s{why}"
+        gone = f"; {self.forgotten} tombstones past retention forgotten" if self.forgotten else ""
+        return f"{self.table}: {self.changes} new changes -> {targets} in {self.seconds:.1f}s{gone}{why}"
 
 
 def tables_dir(warehouse: Path) -> Path:
@@ -210,6 +214,11 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     # Gold tables exist after every run, if only empty (a first run whose silver is still empty).
     if any(not _is_delta(tables_dir(warehouse) / _target(table, scd)) for scd in specs):
         merge(changes_of(silver.limit(0), columns, keys))
+    if 1 in specs and table.tombstone_retention_days is not None and result.changes:
+        # Once per run, not per micro-batch: forgetting tombstones folds the whole key state.
+        result.forgotten = incremental.purge_tombstones(
+            spark, str(tables_dir(warehouse) / table.scd1_table), specs[1],
+            dt.timedelta(days=table.tombstone_retention_days))
     _register(spark, warehouse, [_target(table, scd) for scd in specs])
     result.seconds = time.monotonic() - started
     return result

@@ -344,6 +344,25 @@ def _local_gold(table: TableConfig, scd_type: int) -> None:
         return apply(changes_frame(table, spark().read.table(table.silver_table)), spec, schema=schema)
 
 
+TOMBSTONE_PROPERTY = "pipelines.cdc.tombstoneGCThresholdInSeconds"
+
+
+def auto_cdc_table_properties(table: TableConfig, scd_type: int) -> dict[str, str]:
+    """Table properties of an AUTO CDC target on Databricks: the table's own, plus the tombstone
+    retention (``tombstone_retention_days``) of an SCD1 target, which AUTO CDC reads from
+    ``pipelines.cdc.tombstoneGCThresholdInSeconds``.
+
+    Example::
+
+        >>> auto_cdc_table_properties(replace(cfg, tombstone_retention_days=2), 1)
+        {'pipelines.cdc.tombstoneGCThresholdInSeconds': '172800'}
+    """
+    props = dict(table.table_properties)
+    if scd_type == 1 and table.tombstone_retention_days is not None:
+        props[TOMBSTONE_PROPERTY] = str(int(table.tombstone_retention_days * 86400))
+    return props
+
+
 def _auto_cdc(table: TableConfig, scd_type: int) -> None:  # pragma: no cover - Databricks only
     source_view = f"changes_{table.name}"
     if not _declared_views.get(source_view):
@@ -354,7 +373,8 @@ def _auto_cdc(table: TableConfig, scd_type: int) -> None:  # pragma: no cover - 
 
         _declared_views[source_view] = True
     target = _target(table, scd_type)
-    dp.create_streaming_table(target, comment=f"{table.qualified}: SCD type {scd_type} (AUTO CDC).")
+    dp.create_streaming_table(target, comment=f"{table.qualified}: SCD type {scd_type} (AUTO CDC).",
+                              table_properties=auto_cdc_table_properties(table, scd_type) or None)
     dp.create_auto_cdc_flow(**gold_spec(table, scd_type).to_auto_cdc_kwargs(target=target, source=source_view))
 
 
