@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlcdc.apply_changes import ApplyChangesSpec, scd1, scd2
+from sqlcdc import incremental
 from sqlcdc.incremental import merge_scd1, merge_scd2
 from sqlcdc.runtime import local_spark
 
@@ -90,6 +91,7 @@ def main() -> None:
     ap.add_argument("--late", type=float, default=0.1,
                     help="fraction of each batch sequenced inside the history (default: %(default)s)")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--steps", action="store_true", help="print where each incremental SCD2 run spends its time")
     ap.add_argument("--no-check", action="store_true", help="skip the incremental == recompute check")
     args = ap.parse_args()
 
@@ -122,7 +124,10 @@ def main() -> None:
             batch = not_null_sequence(changes(spark, seen, batch_n, args.keys, late_from=seen // 2, seed=b + 1, late=args.late,
                                               hot_keys=args.hot_keys))
             batch = spark.createDataFrame(batch.collect(), batch.schema)  # the batch arrives in memory
+            incremental.STEP_TIMES = [] if args.steps else None
             t_inc, _ = timed(lambda: merge(spark, target, batch, spec))
+            steps = incremental.STEP_TIMES or []
+            incremental.STEP_TIMES = None
             seen += batch_n
             batch.write.format("delta").mode("append").save(everything)
             log = spark.read.format("delta").load(everything)
@@ -130,6 +135,9 @@ def main() -> None:
                 lambda: compute(not_null_sequence(log), spec).write.format("delta").mode("overwrite").save(recomputed)
             )
             print(f"{b + 1:>5} {batch_n:>9,} {t_inc:>14.1f} {t_full:>12.1f} {t_full / t_inc:>6.1f}x")
+            if steps:
+                rest = t_inc - sum(s for _, s in steps)
+                print("      steps: " + ", ".join(f"{n} {s:.1f}" for n, s in steps + [("other", rest)]))
         if not args.no_check:
             a = spark.read.format("delta").load(target)
             r = spark.read.format("delta").load(recomputed)

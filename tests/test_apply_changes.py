@@ -413,3 +413,82 @@ def test_incremental_scd2_with_versions_sharing_a_start(spark, tmp_path):
         (1, "ann", "rome", 5, 7),
         (2, "bob", "x", 6, None),
     ]
+
+
+# ---------------------------------------------------------------- incremental: redelivery, stops, state
+BATCHES = [
+    [HISTORY[7], HISTORY[0], HISTORY[3]],
+    [HISTORY[1], HISTORY[4], HISTORY[0], ev("U", 3, 2, "bob", "late")],
+    [HISTORY[2], HISTORY[5], HISTORY[6], HISTORY[8], ev("U", 9, 1, "ann", "pisa")],
+]
+
+
+def test_incremental_same_batch_applied_twice_gives_the_same_tables(spark, tmp_path):
+    # At-least-once delivery: a batch applied again (in-order and late keys alike) changes nothing.
+    g1, g2, _ = _apply_runs(spark, tmp_path, BATCHES)
+    once1, once2 = rows1(g1), rows2(g2)
+    df = frame(spark, BATCHES[-1])
+    assert merge_scd1(spark, str(tmp_path / "scd1"), df, SPEC1) == "merge"
+    assert merge_scd2(spark, str(tmp_path / "scd2"), df, SPEC2) == "merge"
+    read = lambda p: spark.read.format("delta").load(str(tmp_path / p))  # noqa: E731
+    assert rows1(read("scd1")) == once1
+    assert rows2(read("scd2")) == once2
+    everything = frame(spark, [e for b in BATCHES for e in b])
+    assert once2 == rows2(scd2(everything, SPEC2))
+
+
+def test_incremental_scd2_batch_delivered_again_after_a_run_stopped_before_the_target(spark, tmp_path, monkeypatch):
+    # A run that appended the log and the key state but stopped before the target MERGE: the
+    # state is ahead of the target, so the redelivered batch must route its keys through the log.
+    from sqlcdc import incremental
+
+    target = str(tmp_path / "scd2")
+    merge_scd2(spark, target, frame(spark, BATCHES[0]), SPEC2)
+    real = incremental._replace_keys
+
+    def stop(*a, **k):
+        raise RuntimeError("stopped before the target")
+
+    monkeypatch.setattr(incremental, "_replace_keys", stop)
+    with pytest.raises(RuntimeError):
+        merge_scd2(spark, target, frame(spark, BATCHES[2]), SPEC2)
+    monkeypatch.setattr(incremental, "_replace_keys", real)
+    merge_scd2(spark, target, frame(spark, BATCHES[2]), SPEC2)
+    merge_scd2(spark, target, frame(spark, BATCHES[1]), SPEC2)
+    everything = frame(spark, [e for b in BATCHES for e in b])
+    assert rows2(spark.read.format("delta").load(target)) == rows2(scd2(everything, SPEC2))
+
+
+def test_incremental_scd2_append_only_state_folds_to_the_single_fold(spark, tmp_path, monkeypatch):
+    # The SCD2 key state is append-only: after many batches, folding its rows gives the state of one
+    # run over every change (the open version's start included; only its write counter differs),
+    # and compacting it after every batch keeps the tables.
+    from pyspark.sql import functions as F
+
+    from sqlcdc import incremental
+
+    def folded_state(target):
+        loc = incremental.state_location(target)
+        df = spark.read.format("delta").load(loc)
+        values = [c for c in df.columns if c not in ("id", "__ac_del", "__ac_last", "__ac_open")]
+        st = incremental._fold(df, SPEC2, values, extra=("__ac_open",))
+        return sorted(tuple(r) for r in st.withColumn("__ac_open", F.col("__ac_open.s"))
+                      .withColumn("__ac_last", F.col("__ac_last.o")).collect())
+
+    many = BATCHES[:2] + [BATCHES[2][:2], BATCHES[2][2:]]  # in-order and late keys, four state files
+    split = str(tmp_path / "split")
+    for b in many:
+        merge_scd2(spark, split, frame(spark, b), SPEC2)
+    whole = str(tmp_path / "whole")
+    merge_scd2(spark, whole, frame(spark, [e for b in BATCHES for e in b]), SPEC2)
+    assert folded_state(split) == folded_state(whole)
+    assert len(spark.read.format("delta").load(incremental.state_location(split)).inputFiles()) > 1
+
+    monkeypatch.setattr(incremental, "_STATE_MAX_FILES", 0)
+    compacted = str(tmp_path / "compacted")
+    for b in many:
+        merge_scd2(spark, compacted, frame(spark, b), SPEC2)
+    state = spark.read.format("delta").load(incremental.state_location(compacted))
+    assert state.count() == state.select("id").distinct().count()
+    read = lambda p: rows2(spark.read.format("delta").load(p))  # noqa: E731
+    assert read(compacted) == read(split) == read(whole)

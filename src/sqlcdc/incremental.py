@@ -38,8 +38,11 @@ ratio is recompute / incremental, after the first batch which pays JIT warm-up):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
-from typing import Sequence
+import time as _time
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -51,6 +54,20 @@ from sqlcdc.apply_changes import (
 from sqlcdc.config import ConfigError
 
 __all__ = ["merge_scd1", "merge_scd2", "purge_tombstones", "state_location", "changes_log_location"]
+
+
+#: Set to a list to collect ``(step, seconds)`` of each SCD2 merge (``bench_apply_changes.py --steps``).
+STEP_TIMES: list[tuple[str, float]] | None = None
+
+
+@contextmanager
+def _step(name: str) -> Iterator[None]:
+    t = _time.perf_counter()
+    try:
+        yield
+    finally:
+        if STEP_TIMES is not None:
+            STEP_TIMES.append((name, _time.perf_counter() - t))
 
 
 def changes_log_location(target: str) -> str:
@@ -82,6 +99,11 @@ def _write(df: DataFrame, target: str, mode: str) -> None:
         w.save(target)
     else:
         w.saveAsTable(target)
+
+
+def _set_properties(spark: SparkSession, target: str, props: dict[str, str]) -> None:
+    name = f"delta.{_q(target)}" if _is_path(target) else ".".join(_q(p) for p in target.split("."))
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in props.items()) + ")")
 
 
 def _delta(spark: SparkSession, target: str):
@@ -218,14 +240,17 @@ def _partial_state(ev: DataFrame, spec: ApplyChangesSpec, values: Sequence[str])
     return ev.where(~F.col(_IS_TRUNC)).select(*cols)
 
 
-def _fold(rows: DataFrame, spec: ApplyChangesSpec, values: Sequence[str]) -> DataFrame:
+def _fold(rows: DataFrame, spec: ApplyChangesSpec, values: Sequence[str], extra: Sequence[str] = ()) -> DataFrame:
     """Fold state rows per key: each field keeps its latest entry in apply order.
 
     Every field is a max by order key, so folding is associative, commutative and idempotent: a
-    key's state is the same whatever the order, split or duplication of its events.
+    key's state is the same whatever the order, split or duplication of its events. ``extra``
+    fields (SCD2's ``__ac_open``) fold by plain max; rows that lack them count as NULL.
     """
+    cols = set(rows.columns)
     aggs = [F.max_by(_c(c), _c(c)["o"]).alias(c) for c in values]
     aggs += [F.max(F.col(_DEL)).alias(_DEL), F.max_by(F.col(_LAST), F.col(_LAST)["o"]).alias(_LAST)]
+    aggs += [F.max(_c(c)).alias(c) for c in extra if c in cols]
     return rows.groupBy(*[_c(k) for k in spec.keys]).agg(*aggs)
 
 
@@ -233,10 +258,15 @@ def _fold(rows: DataFrame, spec: ApplyChangesSpec, values: Sequence[str]) -> Dat
 _STATE_MAX_FILES = 16
 
 
-def _compact_state(spark: SparkSession, loc: str, spec: ApplyChangesSpec, values: Sequence[str]) -> None:
-    """Rewrite the append-only state as one row per key when it has grown to many files."""
-    if _delta(spark, loc).detail().first()["numFiles"] > _STATE_MAX_FILES:
-        _write(_fold(_read(spark, loc), spec, values).localCheckpoint(eager=True), loc, "overwrite")
+def _compact_state(spark: SparkSession, loc: str, spec: ApplyChangesSpec, values: Sequence[str], files: int,
+                   extra: Sequence[str] = ()) -> None:
+    """Rewrite the append-only state as one row per key when it has grown to many files.
+
+    ``files``: how many it had when this run read it (one more was appended since). Counted on
+    the snapshot already read: asking Delta again after the append costs a log replay (~1 s).
+    """
+    if files + 1 > _STATE_MAX_FILES:
+        _write(_fold(_read(spark, loc), spec, values, extra).localCheckpoint(eager=True), loc, "overwrite")
 
 
 def _current_rows(state: DataFrame, spec: ApplyChangesSpec, values: Sequence[str], truncated: Column,
@@ -286,27 +316,37 @@ def _merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
         _write(rows_of(state), target, "overwrite")
         return "initial" if initial else "recompute"
     touched = _touched_keys(batch, keys)
-    before = _read(spark, state_loc).alias("s").join(touched.alias("t"), _null_safe_on(keys, "s", "t"), "left_semi")
+    state_df = _read(spark, state_loc)
+    before = state_df.alias("s").join(touched.alias("t"), _null_safe_on(keys, "s", "t"), "left_semi")
     state = _fold(before.unionByName(batch), spec, values).localCheckpoint(eager=True)
+    files = len(state_df.inputFiles())
     # Folding is idempotent, so the state is append-only: the touched keys' new rows go on top
     # (one small file) instead of a MERGE that would rewrite every state file; reads fold them.
     _write(state.coalesce(1), state_loc, "append")
-    _compact_state(spark, state_loc, spec, values)
+    _compact_state(spark, state_loc, spec, values, files)
     _replace_keys(spark, target, _markers(touched, keys), rows_of(state), keys)
     return "merge"
 
 
 # ---------------------------------------------------------------------- SCD2: state + change log
+#: SCD2 state: ``struct(g, s)``, the ``__START_AT`` ``s`` of the key's open version (NULL: the key is
+#: deleted) as of the ``g``-th state row written for the key. The rest of the state folds by apply
+#: order; this field cannot (a late event can move an open version's start either way), so the
+#: row written last, the highest ``g``, wins.
 _OPEN = "__ac_open"
 
 
-def _with_open(folded: DataFrame, versions: DataFrame, keys: Sequence[str]) -> DataFrame:
-    """SCD2 state rows: the folded key state plus ``__ac_open``, the ``__START_AT`` of the key's
-    open version in ``versions`` (NULL: none, the key is deleted)."""
-    opens = versions.where(F.col(END_AT).isNull()).select(*[_c(k) for k in keys], F.col(START_AT).alias(_OPEN))
+def _open_struct(gen: Column, start: Column) -> Column:
+    return F.struct(gen.cast("long").alias("g"), start.alias("s"))
+
+
+def _scd2_state_rows(folded: DataFrame, versions: DataFrame, keys: Sequence[str], gen: Column) -> DataFrame:
+    """New SCD2 state rows: the folded key state with ``__ac_open`` = (``gen``, the ``__START_AT``
+    of the key's open version in ``versions``)."""
+    opens = versions.where(F.col(END_AT).isNull()).select(*[_c(k) for k in keys], F.col(START_AT).alias("__ac_s"))
     return folded.alias("f").join(opens.alias("o"), _null_safe_on(keys, "f", "o"), "left").select(
-        "f.*", F.col(f"o.{_OPEN}")
-    )
+        "f.*", _open_struct(gen, F.col("o.__ac_s")).alias(_OPEN)
+    ).drop("__ac_prev_gen")
 
 
 def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec) -> str:
@@ -319,58 +359,78 @@ def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
     log, state_loc, trunc_loc = changes_log_location(target), state_location(target), _truncates_location(target)
     changes = changes.select(*[_c(f.name) for f in schema.fields])
     ev = _classified(changes, spec)
-    has_trunc = _record_truncates(spark, ev, spec, target)
-    if has_trunc or _exists(spark, trunc_loc):
-        # A truncate cuts every key's history; from then on the log decides (truncates are rare).
-        return _merge_scd2_from_log(spark, target, changes, spec, has_trunc)
+    with _step("truncates"):
+        has_trunc = _record_truncates(spark, ev, spec, target)
+        if has_trunc or _exists(spark, trunc_loc):
+            # A truncate cuts every key's history; from then on the log decides (truncates are rare).
+            return _merge_scd2_from_log(spark, target, changes, spec, has_trunc)
     if not (_exists(spark, log) and _exists(spark, target) and _exists(spark, state_loc)):
         _write(changes, log, "overwrite")
         logdf = _read(spark, log)
         _write(scd2(logdf, spec), target, "overwrite")
+        _set_properties(spark, target, {"delta.enableDeletionVectors": "true"})
         folded = _fold(_partial_state(_classified(logdf, spec), spec, values), spec, values)
-        _write(_with_open(folded, _read(spark, target), keys), state_loc, "overwrite")
+        _write(_scd2_state_rows(folded, _read(spark, target), keys, F.lit(1)), state_loc, "overwrite")
         return "initial"
-    _write(changes, log, "append")
+    with _step("log append"):
+        _write(changes, log, "append")
     batch = _partial_state(ev, spec, values)
-    firsts = batch.groupBy(*[_c(k) for k in keys]).agg(F.min(F.col(_LAST)["o"]).alias("__ac_first"))
-    before = _read(spark, state_loc).alias("s").join(F.broadcast(firsts).alias("b"), _null_safe_on(keys, "s", "b"),
-                                                     "left_semi").localCheckpoint(eager=True)
-    # A key is late when one of its new events sorts before the last event applied to it.
-    late_flag = F.col(f"s.{_LAST}")["o"].isNotNull() & (F.col("b.__ac_first") < F.col(f"s.{_LAST}")["o"])
-    route = (
-        firsts.alias("b").join(before.alias("s"), _null_safe_on(keys, "b", "s"), "left")
-        .select(*[F.col(f"b.{_q(k)}").alias(k) for k in keys], late_flag.alias("__ac_late"))
-        .localCheckpoint(eager=True)
-    )
-    late = route.where(F.col("__ac_late")).select(*[_c(k) for k in keys])
-    in_order = route.where(~F.col("__ac_late")).select(*[_c(k) for k in keys])
-    # In-order keys: their open version, as an upsert at its __START_AT, then the new events.
-    resumed = before.alias("s").join(in_order.alias("k"), _null_safe_on(keys, "s", "k"), "left_semi")
-    opened = _current_rows(resumed.where(F.col(_OPEN).isNotNull()), spec, values, F.lit(None), keep=[_OPEN])
-    synthetic = opened.select(
-        *[_c(k) for k in keys], *[_c(c) for c in values],
-        *([F.lit(None).cast("array<string>").alias(spec.provided_column)] if spec.provided_column else []),
-        F.lit(False).alias(_IS_TRUNC), F.lit(False).alias(_IS_DEL), F.col(_OPEN).alias(_SEQ),
-        F.lit(1).alias(_RANK), F.lit("").alias(_CID),
-    )
-    replay = ev.alias("e").join(in_order.alias("k"), _null_safe_on(keys, "e", "k"), "left_semi")
-    rows = _scd2(synthetic.unionByName(replay, allowMissingColumns=True), spec, schema, classified=True)
-    markers = _markers(in_order, keys, "delete_open")
-    if late.limit(1).count():
-        hist = _read(spark, log).alias("l").join(F.broadcast(late).alias("t"), _null_safe_on(keys, "l", "t"),
-                                                  "left_semi")
-        rows = rows.unionByName(scd2(hist, spec))
-        markers = markers.unionByName(_markers(late, keys))
-    rows = rows.localCheckpoint(eager=True)
-    state = _with_open(_fold(before.drop(_OPEN).unionByName(batch), spec, values), rows, keys)
-    (
-        _delta(spark, state_loc).alias("g")
-        .merge(state.alias("s"), _null_safe_on(keys, "g", "s"))
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
-    _replace_keys(spark, target, markers, rows, keys)
+    with _step("route"):
+        firsts = batch.groupBy(*[_c(k) for k in keys]).agg(F.min(F.col(_LAST)["o"]).alias("__ac_first"))
+        # The touched keys' state, folded: the state is append-only (see _compact_state).
+        state_df = _read(spark, state_loc)
+        rows_before = state_df.alias("s").join(
+            F.broadcast(firsts).alias("b"), _null_safe_on(keys, "s", "b"), "left_semi")
+        folded_before = _fold(rows_before, spec, values, extra=(_OPEN,))
+        # A key is late when one of its new events sorts at or before the last event applied to it
+        # (at: a batch delivered again, maybe after a run that wrote the state but not the target).
+        last = F.col(f"s.{_LAST}")["o"]
+        route = (
+            firsts.alias("b").join(folded_before.alias("s"), _null_safe_on(keys, "b", "s"), "left")
+            .select(*[F.col(f"b.{_q(k)}").alias(k) for k in keys],
+                    *[F.col(f"s.{_q(c)}").alias(c) for c in values],
+                    F.col(f"s.{_DEL}").alias(_DEL), F.col(f"s.{_LAST}").alias(_LAST), F.col(f"s.{_OPEN}").alias(_OPEN),
+                    (last.isNotNull() & (F.col("b.__ac_first") <= last)).alias("__ac_late"))
+            .localCheckpoint(eager=True)
+        )
+        before = route.where(F.col(_LAST).isNotNull()).drop("__ac_late")
+        late = route.where(F.col("__ac_late")).select(*[_c(k) for k in keys])
+        in_order = route.where(~F.col("__ac_late")).select(*[_c(k) for k in keys])
+        has_late = bool(route.where(F.col("__ac_late")).limit(1).collect())
+        files = len(state_df.inputFiles())
+    with _step("rows"):
+        # In-order keys: their open version, as an upsert at its __START_AT, then the new events.
+        resumed = route.where(~F.col("__ac_late") & F.col(_OPEN)["s"].isNotNull())
+        opened = _current_rows(resumed, spec, values, F.lit(None), keep=[_OPEN])
+        synthetic = opened.select(
+            *[_c(k) for k in keys], *[_c(c) for c in values],
+            *([F.lit(None).cast("array<string>").alias(spec.provided_column)] if spec.provided_column else []),
+            F.lit(False).alias(_IS_TRUNC), F.lit(False).alias(_IS_DEL), F.col(_OPEN)["s"].alias(_SEQ),
+            F.lit(1).alias(_RANK), F.lit("").alias(_CID),
+        )
+        replay = ev.alias("e").join(F.broadcast(in_order).alias("k"), _null_safe_on(keys, "e", "k"), "left_semi")
+        # No truncate was ever applied here (else the log path runs): skip the truncate look-ups.
+        untruncated = dataclasses.replace(spec, apply_as_truncates=None)
+        rows = _scd2(synthetic.unionByName(replay, allowMissingColumns=True), untruncated, schema, classified=True)
+        markers = _markers(in_order, keys, "delete_open")
+        if has_late:
+            hist = _read(spark, log).alias("l").join(F.broadcast(late).alias("t"), _null_safe_on(keys, "l", "t"),
+                                                      "left_semi")
+            rows = rows.unionByName(scd2(hist, untruncated))
+            markers = markers.unionByName(_markers(late, keys))
+        rows = rows.localCheckpoint(eager=True)
+    with _step("state append"):
+        gens = before.select(*[_c(k) for k in keys], F.col(_OPEN)["g"].alias("__ac_prev_gen"))
+        folded = _fold(before.drop(_OPEN).unionByName(batch), spec, values)
+        folded = folded.alias("n").join(gens.alias("p"), _null_safe_on(keys, "n", "p"), "left").select(
+            "n.*", F.col("p.__ac_prev_gen"))
+        state = _scd2_state_rows(folded, rows, keys, F.coalesce(F.col("__ac_prev_gen"), F.lit(0)) + 1)
+        # Written before the target: a run that stops in between leaves keys whose state is ahead
+        # of the target, and delivering the batch again routes them all as late (re-read from the log).
+        _write(state.coalesce(1), state_loc, "append")
+        _compact_state(spark, state_loc, spec, values, files, extra=(_OPEN,))
+    with _step("target merge"):
+        _replace_keys(spark, target, markers, rows, keys)
     return "merge"
 
 
@@ -389,7 +449,8 @@ def purge_tombstones(spark: SparkSession, target: str, spec: ApplyChangesSpec, o
     if not _exists(spark, loc):
         return 0
     keys = set(spec.keys)
-    values = [f.name for f in _read(spark, loc).schema.fields if f.name not in keys and f.name not in (_DEL, _LAST)]
+    values = [f.name for f in _read(spark, loc).schema.fields
+              if f.name not in keys and f.name not in (_DEL, _LAST, _OPEN)]
     state = _fold(_read(spark, loc), spec, values).localCheckpoint(eager=True)
     cutoff = F.current_timestamp() - F.make_dt_interval(secs=F.lit(older_than.total_seconds()))
     dead = ~F.col(_LAST)["alive"] & (F.col(_LAST)["t"] < cutoff)
