@@ -55,6 +55,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlcdc import model
+from sqlcdc.apply_order import CID, IS_DEL, IS_TRUNC, RANK, SEQ, classified, col, q
 from sqlcdc.config import ConfigError, TableConfig
 
 __all__ = [
@@ -67,19 +68,14 @@ __all__ = [
 
 START_AT, END_AT = "__START_AT", "__END_AT"
 
-# Internal column names (double underscore + "ac_" so they cannot collide with data columns).
-_SEQ, _RANK, _CID, _IS_DEL, _IS_TRUNC = "__ac_seq", "__ac_rank", "__ac_cid", "__ac_is_del", "__ac_is_trunc"
+# Internal column names (double underscore + "ac_" so they cannot collide with data columns); the
+# apply-order ones are sqlcdc.apply_order's, shared with sqlcdc.incremental.
+_SEQ, _RANK, _CID, _IS_DEL, _IS_TRUNC = SEQ, RANK, CID, IS_DEL, IS_TRUNC
 _ALIVE, _RESET, _BOUNDARY = "__ac_alive", "__ac_reset", "__ac_boundary"
 _RN, _TLAST, _TNEXT = "__ac_rn", "__ac_tlast", "__ac_tnext"
 
 
-def _q(name: str) -> str:
-    """Quote an identifier for Spark (names are data: never paste them unquoted)."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _c(name: str) -> Column:
-    return F.col(_q(name))
+_q, _c, _classified = q, col, classified
 
 
 def _tuple(value: Iterable[str] | str | None) -> tuple[str, ...] | None:
@@ -329,21 +325,6 @@ class ApplyChangesSpec:
 
 
 # ====================================================================== recompute
-def _classified(frame: DataFrame, spec: ApplyChangesSpec) -> DataFrame:
-    """Add the sort columns: sequence, rank (0 = delete/truncate, 1 = upsert), change id, flags."""
-    false = F.lit(False)
-    is_trunc = F.coalesce(F.expr(spec.apply_as_truncates), false) if spec.apply_as_truncates else false
-    is_del = F.coalesce(F.expr(spec.apply_as_deletes), false) if spec.apply_as_deletes else false
-    cid = _c(spec.change_id_column).cast("string") if spec.change_id_column else F.lit(None).cast("string")
-    return (
-        frame.withColumn(_IS_TRUNC, is_trunc)
-        .withColumn(_IS_DEL, ~F.col(_IS_TRUNC) & is_del)
-        .withColumn(_SEQ, _c(spec.sequence_by))
-        .withColumn(_RANK, F.when(F.col(_IS_DEL) | F.col(_IS_TRUNC), F.lit(0)).otherwise(F.lit(1)))
-        .withColumn(_CID, F.coalesce(cid, F.lit("")))
-    )
-
-
 def _events(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None = None,
             classified: bool = False) -> tuple[DataFrame, list[str]]:
     """Per-key events, each with the truncates just before and just after it.

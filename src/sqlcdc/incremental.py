@@ -14,26 +14,40 @@ Beside each target it keeps (Delta tables at ``<target>__state``, ``<target>__ch
 * a **key state**, one row per key ever seen: for every column the latest upsert that set it,
   the key's last delete (the tombstone) and its last event, each with its place in apply order
   ``(sequence, deletes first, change id)``. A batch *folds* into it with a max per field, so the
-  order, split and duplication of events do not matter. SCD1 needs nothing else: a run reads
-  the batch and the state rows of the keys it touches, and replaces those keys' target rows.
-* for SCD2 also the **change log**: a key whose new events all sort after the last event applied
-  to it replays them from its state (its open version re-enters as an upsert at its
-  ``__START_AT``); only a key with a *late* event re-reads its history from the log, because a
-  late event can re-cut versions already written.
+  order, split and duplication of events do not matter. The state is append-only (a run appends
+  the touched keys' folded rows as one file; reads fold; it is compacted past 16 files). SCD1
+  needs nothing else: a run reads the batch and the state rows of the keys it touches, and
+  replaces those keys' target rows.
+* for SCD2 the state also holds ``__ac_open``: the ``__START_AT`` of the key's open version and a
+  per-key write counter (the last written row wins: a late event can move an open version's start
+  either way, so it cannot fold by apply order). And SCD2 keeps the **change log**: a key whose new
+  events all sort after the last event applied to it replays them from its state (its open
+  version re-enters as an upsert at its ``__START_AT``) and only its open version is replaced;
+  a key with a *late* event (at or before its last applied one) re-reads its history from the log,
+  because a late event can re-cut versions already written. The state is written before the
+  target, so a run stopped in between and delivered again routes its keys through the log.
 * the sequences of **truncates**: the latest one bounds every key (SCD1); an SCD2 table that has
   seen a truncate is recomputed from its log for the touched keys (truncates are rare).
 
 Rows are replaced per key in one MERGE (a delete marker per key, then inserts): versions of a key
-can share a ``__START_AT`` when sequences tie, so no finer match is unique.
+can share a ``__START_AT`` when sequences tie, so no finer match is unique. The SCD2 target has
+deletion vectors on (``delta.enableDeletionVectors``; readers need Delta reader version 3), so
+the MERGE marks the replaced rows instead of rewriting every file a uniform batch touches.
 
-Cost (``benchmarks/bench_apply_changes.py``, 2 cores, 1% batches over 100k keys, 10% late; the
-ratio is recompute / incremental, after the first batch which pays JIT warm-up):
+Cost (``benchmarks/bench_apply_changes.py``, 2 cores shared with other Spark work, 1% batches over
+100k keys, 10% late; ratio = recompute / incremental, both timed in the same process; the first
+batch pays JIT warm-up; ``--steps`` prints where an SCD2 run spends its time):
 
-* SCD1, 1M changes: incremental 6.1-6.5 s, recompute 7.3-8.9 s (1.1-1.5x); 4M changes:
-  7.9-8.9 s vs 15.2-16.0 s (1.8-1.9x). Incremental stays flat as the history grows.
-* SCD2, 1M changes: 0.5-0.6x, in order (``--late 0``) too: the MERGE rewrites every file of a
-  target of ~1M versions when a uniform batch touches 10% of the keys, and keys with a late
-  event re-read the log. Clustering the target and log by key is the next step.
+* SCD1, 1M changes: incremental 7.0-7.9 s, recompute 8.1-9.4 s (1.1-1.2x); earlier runs
+  measured 4M changes at 1.8-1.9x. Incremental stays flat as the history grows.
+* SCD2, 1M changes (976k versions): incremental 13.6-26.2 s, recompute 12.2-23.8 s (0.7-1.1x;
+  0.8-0.9x on a quieter machine; was 0.5-0.6x); ``--hot-keys 500``: 0.8-1.1x. SCD2 still does
+  not win at this size. Per run: target MERGE 5.4-7.1 s (with deletion
+  vectors; it still scans the ~1M-version target twice, to find and to mark the rows, since
+  uniform keys touch every file), late keys' log read + replay and in-order replay 2.9-3.7 s,
+  state read/fold/route 2.6-3.0 s, state append 1.6-2.2 s, log append 0.5 s. Next steps: keep
+  open and closed versions in separate files (in-order keys only delete open versions, so the
+  MERGE could skip the closed files by their ``__END_AT`` null count).
 """
 
 from __future__ import annotations
@@ -47,10 +61,15 @@ from typing import Iterator, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc.apply_changes import (
-    _CID, _IS_DEL, _IS_TRUNC, _RANK, _SEQ, END_AT, START_AT, ApplyChangesSpec, _c, _classified, _q, _scd2,
-    scd2,
-)
+from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec, _scd2, scd2
+from sqlcdc.apply_order import CID as _CID
+from sqlcdc.apply_order import IS_DEL as _IS_DEL
+from sqlcdc.apply_order import IS_TRUNC as _IS_TRUNC
+from sqlcdc.apply_order import RANK as _RANK
+from sqlcdc.apply_order import SEQ as _SEQ
+from sqlcdc.apply_order import classified as _classified
+from sqlcdc.apply_order import col as _c
+from sqlcdc.apply_order import q as _q
 from sqlcdc.config import ConfigError
 
 __all__ = ["merge_scd1", "merge_scd2", "purge_tombstones", "state_location", "changes_log_location"]
