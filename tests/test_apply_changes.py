@@ -492,3 +492,69 @@ def test_incremental_scd2_append_only_state_folds_to_the_single_fold(spark, tmp_
     assert state.count() == state.select("id").distinct().count()
     read = lambda p: rows2(spark.read.format("delta").load(p))  # noqa: E731
     assert read(compacted) == read(split) == read(whole)
+
+
+# ---------------------------------------------------------------- incremental SCD2: target layout
+def _files(spark, target):
+    """Per data file of the SCD2 target: (path, open versions, closed versions, highest end)."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("delta").load(target)
+    return df.groupBy(F.col("_metadata.file_path").alias("path")).agg(
+        F.count_if(F.col(END_AT).isNull()).alias("open"), F.count_if(F.col(END_AT).isNotNull()).alias("closed"),
+        F.max(F.col(END_AT)["commit_lsn"]).alias("last_end"),
+    ).collect()
+
+
+def _long_history(keys=4, steps=30):
+    """Each key updated at every step: many closed versions, one open version per key."""
+    return [ev("U", n * keys + k, k, f"n{n}", f"c{n}") for n in range(steps) for k in range(keys)]
+
+
+def test_incremental_scd2_batch_does_not_read_closed_versions_it_cannot_change(spark, tmp_path, monkeypatch):
+    # Closed versions are laid out apart from open ones, sorted by end: a batch whose late event
+    # is at 100 must not read the files of versions that ended before 100. Those files are moved
+    # away during the run (reading them would fail), then put back to compare the whole table.
+    import shutil
+
+    from sqlcdc import incremental
+
+    monkeypatch.setattr(incremental, "_LAYOUT_FILE_ROWS", 10)
+    monkeypatch.setattr(incremental, "_RELAYOUT_SHARE", 1e9)
+    target = str(tmp_path / "scd2")
+    history = _long_history()
+    merge_scd2(spark, target, frame(spark, history), SPEC2)
+    files = _files(spark, target)
+    assert all(f.open == 0 or f.closed == 0 for f in files)  # no file mixes open and closed versions
+    cold = [f.path for f in files if f.open == 0 and f.last_end < seq(100)[0]]
+    assert len(cold) >= 3
+    batch = [ev("U", 200, 0, "in", "order"), ev("U", 100, 1, "late", "x"), ev("D", 201, 2)]
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for p in cold:
+        shutil.move(p.removeprefix("file:"), aside / p.rsplit("/", 1)[1])
+    merge_scd2(spark, target, frame(spark, batch), SPEC2)
+    for p in cold:
+        shutil.move(aside / p.rsplit("/", 1)[1], p.removeprefix("file:"))
+    assert rows2(spark.read.format("delta").load(target)) == rows2(scd2(frame(spark, history + batch), SPEC2))
+
+
+def test_incremental_scd2_relayout_keeps_the_table_and_separates_open_versions(spark, tmp_path, monkeypatch):
+    # MERGE inserts mix open and closed versions in a file; once they reach the share, the target is
+    # laid out again (a data-neutral rewrite): same rows, no file mixing open and closed.
+    from sqlcdc import incremental
+
+    monkeypatch.setattr(incremental, "_LAYOUT_FILE_ROWS", 10)
+    target = str(tmp_path / "scd2")
+    history = _long_history()
+    merge_scd2(spark, target, frame(spark, history[:60]), SPEC2)
+    monkeypatch.setattr(incremental, "_RELAYOUT_SHARE", 1e9)
+    merge_scd2(spark, target, frame(spark, history[60:90]), SPEC2)
+    assert any(f.open and f.closed for f in _files(spark, target))  # the MERGE wrote a mixed file
+    monkeypatch.setattr(incremental, "_RELAYOUT_SHARE", 0.0)
+    merge_scd2(spark, target, frame(spark, history[90:] + [ev("U", 50, 3, "late", "y")]), SPEC2)
+    assert all(f.open == 0 or f.closed == 0 for f in _files(spark, target))
+    last = spark.sql(f"DESCRIBE HISTORY delta.`{target}` LIMIT 1").first()
+    assert last.operation == "WRITE" and last.operationParameters.get("mode") == "Overwrite"
+    everything = frame(spark, history + [ev("U", 50, 3, "late", "y")])
+    assert rows2(spark.read.format("delta").load(target)) == rows2(scd2(everything, SPEC2))

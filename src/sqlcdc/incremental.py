@@ -60,6 +60,7 @@ from typing import Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructType
 
 from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec, _scd2, scd2
 from sqlcdc.apply_order import CID as _CID
@@ -150,32 +151,116 @@ def _touched_keys(frame: DataFrame, keys: Sequence[str]) -> DataFrame:
     return F.broadcast(touched) if touched.count() <= _BROADCAST_KEYS else touched
 
 
-def _markers(keys_df: DataFrame, keys: Sequence[str], action: str = "delete") -> DataFrame:
-    """Delete markers for :func:`_replace_keys`: ``delete`` (every row of the key) or
-    ``delete_open`` (only its open SCD2 version)."""
-    return keys_df.select(*[_c(k) for k in keys], F.lit(action).alias("__ac_action"))
+def _markers(keys_df: DataFrame, keys: Sequence[str], action: str = "delete", since: Column | None = None) -> DataFrame:
+    """Delete markers for :func:`_replace_keys`: ``delete`` (every row of the key) or ``delete_since``
+    (the key's open SCD2 version, and with ``since`` the versions that end at or after it)."""
+    return keys_df.select(*[_c(k) for k in keys], F.lit(action).alias("__ac_action"),
+                          *([since.alias("__ac_since")] if since is not None else []))
 
 
-def _replace_keys(spark: SparkSession, target: str, markers: DataFrame, rows: DataFrame, keys: Sequence[str]) -> None:
+def _replace_keys(spark: SparkSession, target: str, markers: DataFrame, rows: DataFrame, keys: Sequence[str],
+                  prune: Column | None = None) -> None:
     """Replace the marked rows of ``target`` by ``rows``, in one MERGE (see :func:`_markers`).
 
-    A marker matches the target rows of its key (all of them, or the open version), and the new
-    rows (which match nothing) are inserted. No finer match would do: when sequences tie, SCD2
-    versions of a key can share a ``__START_AT`` (a zero-length version [s, s) before [s, ...)).
+    A marker matches the target rows of its key (all of them, or the versions since a point), and
+    the new rows (which match nothing) are inserted. No finer match would do: when sequences tie,
+    SCD2 versions of a key can share a ``__START_AT`` (a zero-length version [s, s) before [s, ...)).
+    ``prune``: a condition on the target alone (alias ``g``) that every marked row meets; Delta
+    skips the files whose statistics rule it out (see :func:`_since_filter`).
     """
     source = markers.unionByName(rows.withColumn("__ac_action", F.lit("insert")), allowMissingColumns=True)
     cols = [f.name for f in _read(spark, target).schema.fields]
     action = F.col("s.__ac_action")
     which = action == F.lit("delete")
     if END_AT in cols:
-        which = which | ((action == F.lit("delete_open")) & F.col(f"g.{_q(END_AT)}").isNull())
+        since = F.col("s.__ac_since") if "__ac_since" in source.columns else F.lit(None)
+        which = which | ((action == F.lit("delete_since")) & _since_filter(F.col(f"g.{_q(END_AT)}"), since))
+    on = _null_safe_on(keys, "g", "s") & which
     (
         _delta(spark, target).alias("g")
-        .merge(source.alias("s"), _null_safe_on(keys, "g", "s") & which)
+        .merge(source.alias("s"), on if prune is None else prune & on)
         .whenMatchedDelete()
         .whenNotMatchedInsert(condition="s.__ac_action = 'insert'", values={_q(c): f"s.{_q(c)}" for c in cols})
         .execute()
     )
+
+
+# ---------------------------------------------------------------------- SCD2 target layout
+def _since_filter(end_at: Column, since: Column) -> Column:
+    """The SCD2 versions a batch can change: the open one (``__END_AT`` NULL) and, for a key with
+    events from ``since`` on, every version that ends at or after ``since``. A version that ended
+    before the key's first new event cannot change: it depends only on earlier events."""
+    return end_at.isNull() | (since.isNotNull() & (end_at >= since))
+
+
+def _leaf(dtype: DataType) -> list[str]:
+    """The path to the first atomic field of ``dtype`` (the sequence type): Delta keeps min, max and
+    null counts for atomic leaves only, so file pruning on ``__END_AT`` goes through it."""
+    path: list[str] = []
+    while isinstance(dtype, StructType) and dtype.fields:
+        path.append(dtype.fields[0].name)
+        dtype = dtype.fields[0].dataType
+    return path
+
+
+def _leaf_of(col: Column, path: Sequence[str]) -> Column:
+    for name in path:
+        col = col.getField(name)
+    return col
+
+
+def _prune(end_type: DataType, lowest: object | None, late: bool) -> Column:
+    """A target-only condition implied by the markers of a batch (see :func:`_replace_keys`):
+    ``__END_AT``'s first leaf is NULL (an open version; a struct sequence compares field by field,
+    so the first leaf bounds the whole), or, when the batch has late keys, at or after ``lowest``,
+    the lowest first leaf of their ``since``. Open and closed versions live in separate files and
+    closed ones are sorted by end (:func:`_write_layout`), so the MERGE skips the closed files
+    that ended before the batch's earliest late event."""
+    leaf = _leaf_of(F.col(f"g.{_q(END_AT)}"), _leaf(end_type))
+    return leaf.isNull() if not late else leaf.isNull() | (leaf >= F.lit(lowest))
+
+
+#: A layout write puts at most this many closed versions in a file (sorted by ``__END_AT``).
+_LAYOUT_FILE_ROWS = 100_000
+#: The target is laid out again once the MERGEs since its last layout have inserted this share of
+#: its rows (their files mix open and closed versions, so every run reads them).
+_RELAYOUT_SHARE = 0.25
+
+
+def _write_layout(spark: SparkSession, versions: DataFrame, target: str, *, data_change: bool = True) -> None:
+    """Overwrite the SCD2 ``target`` with ``versions``: closed versions sorted by ``__END_AT`` in files
+    of at most :data:`_LAYOUT_FILE_ROWS` rows, open versions in files of their own. File statistics
+    then let a MERGE skip what a batch cannot change (see :func:`_prune`). A new target gets
+    deletion vectors, so a MERGE marks replaced rows instead of rewriting the files they are in."""
+    end = F.col(END_AT)
+    leaf = _leaf_of(end, _leaf(versions.schema[END_AT].dataType))
+    n = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    closed = versions.where(end.isNotNull()).repartitionByRange(n, leaf).sortWithinPartitions(leaf)
+    laid = closed.unionByName(versions.where(end.isNull()).repartition(n))
+    if not _exists(spark, target):
+        _write(versions.limit(0), target, "overwrite")
+        _set_properties(spark, target, {"delta.enableDeletionVectors": "true"})
+    w = laid.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    w = w.option("maxRecordsPerFile", _LAYOUT_FILE_ROWS).option("dataChange", str(data_change).lower())
+    w.save(target) if _is_path(target) else w.saveAsTable(target)
+
+
+def _relayout_if_mixed(spark: SparkSession, target: str) -> bool:
+    """Lay the SCD2 ``target`` out again (:func:`_write_layout`, ``dataChange`` false) when the rows
+    its MERGEs inserted since the last layout reach :data:`_RELAYOUT_SHARE` of it. Reads only the
+    Delta log (the operation metrics of the recent commits). True when it did."""
+    inserted, laid_out = 0, None
+    for h in _delta(spark, target).history(64).select("operation", "operationParameters", "operationMetrics").collect():
+        metrics = h["operationMetrics"] or {}
+        if h["operation"] == "MERGE":
+            inserted += int(metrics.get("numTargetRowsInserted", 0))
+        elif h["operation"] == "WRITE" and (h["operationParameters"] or {}).get("mode") == "Overwrite":
+            laid_out = int(metrics.get("numOutputRows", 0))
+            break
+    if laid_out is not None and inserted < _RELAYOUT_SHARE * max(laid_out, 1):
+        return False
+    _write_layout(spark, _read(spark, target), target, data_change=False)
+    return True
 
 
 def _record_truncates(spark: SparkSession, ev: DataFrame, spec: ApplyChangesSpec, target: str) -> bool:
@@ -200,13 +285,13 @@ def _merge_scd2_from_log(spark: SparkSession, target: str, changes: DataFrame, s
     keys = list(spec.keys)
     if not _exists(spark, log) or not _exists(spark, target):
         _write(changes, log, "overwrite")
-        _write(scd2(_read(spark, log), spec), target, "overwrite")
+        _write_layout(spark, scd2(_read(spark, log), spec), target)
         return "initial"
     ev = _classified(changes, spec)
     _write(changes, log, "append")
     logdf = _read(spark, log)
     if has_trunc:
-        _write(scd2(logdf, spec), target, "overwrite")
+        _write_layout(spark, scd2(logdf, spec), target)
         return "recompute"
     # Keys this batch touches (few: at most the batch's rows, so broadcast); their whole history
     # (plus every truncate) decides their rows.
@@ -386,8 +471,7 @@ def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
     if not (_exists(spark, log) and _exists(spark, target) and _exists(spark, state_loc)):
         _write(changes, log, "overwrite")
         logdf = _read(spark, log)
-        _write(scd2(logdf, spec), target, "overwrite")
-        _set_properties(spark, target, {"delta.enableDeletionVectors": "true"})
+        _write_layout(spark, scd2(logdf, spec), target)
         folded = _fold(_partial_state(_classified(logdf, spec), spec, values), spec, values)
         _write(_scd2_state_rows(folded, _read(spark, target), keys, F.lit(1)), state_loc, "overwrite")
         return "initial"
@@ -409,13 +493,20 @@ def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
             .select(*[F.col(f"b.{_q(k)}").alias(k) for k in keys],
                     *[F.col(f"s.{_q(c)}").alias(c) for c in values],
                     F.col(f"s.{_DEL}").alias(_DEL), F.col(f"s.{_LAST}").alias(_LAST), F.col(f"s.{_OPEN}").alias(_OPEN),
-                    (last.isNotNull() & (F.col("b.__ac_first") <= last)).alias("__ac_late"))
+                    (last.isNotNull() & (F.col("b.__ac_first") <= last)).alias("__ac_late"),
+                    F.col("b.__ac_first")["s"].alias("__ac_since"))
             .localCheckpoint(eager=True)
         )
-        before = route.where(F.col(_LAST).isNotNull()).drop("__ac_late")
-        late = route.where(F.col("__ac_late")).select(*[_c(k) for k in keys])
+        before = route.where(F.col(_LAST).isNotNull()).drop("__ac_late", "__ac_since")
+        late = route.where(F.col("__ac_late")).select(*[_c(k) for k in keys], F.col("__ac_since"))
         in_order = route.where(~F.col("__ac_late")).select(*[_c(k) for k in keys])
-        has_late = bool(route.where(F.col("__ac_late")).limit(1).collect())
+        # The earliest point a late key re-cuts from (first leaf of the sequence): the MERGE need
+        # not read closed versions that ended before it (see _prune).
+        end_type = late.schema["__ac_since"].dataType
+        since_leaf = _leaf_of(F.col("__ac_since"), _leaf(end_type))
+        n_late, lowest, unbounded = late.agg(F.count(F.lit(1)), F.min(since_leaf),
+                                             F.count_if(since_leaf.isNull())).first()
+        has_late = n_late > 0
         files = len(state_df.inputFiles())
     with _step("rows"):
         # In-order keys: their open version, as an upsert at its __START_AT, then the new events.
@@ -431,12 +522,18 @@ def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
         # No truncate was ever applied here (else the log path runs): skip the truncate look-ups.
         untruncated = dataclasses.replace(spec, apply_as_truncates=None)
         rows = _scd2(synthetic.unionByName(replay, allowMissingColumns=True), untruncated, schema, classified=True)
-        markers = _markers(in_order, keys, "delete_open")
+        markers = _markers(in_order, keys, "delete_since")
         if has_late:
+            # A late key's versions from its first new event on are cut again from its history;
+            # the versions that ended before stay as they are.
             hist = _read(spark, log).alias("l").join(F.broadcast(late).alias("t"), _null_safe_on(keys, "l", "t"),
                                                       "left_semi")
-            rows = rows.unionByName(scd2(hist, untruncated))
-            markers = markers.unionByName(_markers(late, keys))
+            recut = scd2(hist, untruncated).alias("v").join(F.broadcast(late).alias("t"),
+                                                            _null_safe_on(keys, "v", "t"))
+            recut = recut.where(_since_filter(F.col(f"v.{_q(END_AT)}"), F.col("t.__ac_since"))).select("v.*")
+            rows = rows.unionByName(recut)
+            markers = markers.unionByName(_markers(late, keys, "delete_since", F.col("__ac_since")),
+                                          allowMissingColumns=True)
         rows = rows.localCheckpoint(eager=True)
     with _step("state append"):
         gens = before.select(*[_c(k) for k in keys], F.col(_OPEN)["g"].alias("__ac_prev_gen"))
@@ -449,7 +546,10 @@ def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
         _write(state.coalesce(1), state_loc, "append")
         _compact_state(spark, state_loc, spec, values, files, extra=(_OPEN,))
     with _step("target merge"):
-        _replace_keys(spark, target, markers, rows, keys)
+        prune = None if unbounded else _prune(end_type, lowest, has_late)
+        _replace_keys(spark, target, markers, rows, keys, prune)
+    with _step("relayout"):
+        _relayout_if_mixed(spark, target)
     return "merge"
 
 
