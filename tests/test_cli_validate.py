@@ -55,7 +55,6 @@ def test_sql_checks_without_columns_parse_only(spark, tmp_path):
     (tmp_path / "tables" / "t.yml").write_text(
         "table: dbo.t\n"
         "keys: [id]\n"
-        "sequence_by: 'commit_time,'\n"
         "expectations:\n"
         "  - {name: fine, constraint: \"whatever_column > 0\"}\n"
         "  - {name: alias_trick, constraint: \"a > 0 b\"}\n"
@@ -65,9 +64,8 @@ def test_sql_checks_without_columns_parse_only(spark, tmp_path):
     problems = v.validate(tmp_path / "pipeline.yml", spark=spark)
     # no columns: an unknown column cannot be told, but syntax can
     assert problems == [
-        f"{t}:6: expectations[alias_trick].constraint: syntax error at the end of the expression (incomplete, or a stray word before the end) in: a > 0 b",
-        f"{t}:7: expectations[quote].constraint: syntax error at or near ''' (at position 7) in: name = 'x",
-        f"{t}:3: sequence_by: syntax error at the end of the expression (incomplete, or a stray word before the end) in: commit_time,",
+        f"{t}:5: expectations[alias_trick].constraint: syntax error at the end of the expression (incomplete, or a stray word before the end) in: a > 0 b",
+        f"{t}:6: expectations[quote].constraint: syntax error at or near ''' (at position 7) in: name = 'x",
     ]
 
 

@@ -56,7 +56,7 @@ def test_good_config_loads_every_field():
     assert (orders.schema, orders.table, orders.keys) == ("sales", "orders", ("order_id",))
     assert orders.column_names == ("order_id", "customer_id", "amount", "status", "note")
     assert orders.scd_types == (1, 2)
-    assert orders.sequence_by == "commit_time"
+    assert orders.sequence_by == "_sequence"
     assert orders.except_column_list == ("note",) and orders.column_list is None
     assert orders.track_history_column_list == ("status", "amount")
     assert orders.ignore_null_updates is True
@@ -161,6 +161,18 @@ def test_rules_a_schema_cannot_say(tmp_path):
         f"{a}:2: keys[1]: unknown column 'nope' (columns: id, v)",
         f"{a}:12: expectations: rule name 'r' is used twice (first at {a}:11)",
     ]
+
+
+def test_sequence_by_other_than_the_lsn_order_is_refused_naming_file_and_line(tmp_path):
+    # Gold orders by the canonical sequence; an expression would be accepted by the loader and
+    # then fail (or be ignored) at run time, so the loader refuses it. `_sequence` is the default.
+    path = _write(tmp_path, {
+        "pipeline.yml": PIPELINE,
+        "tables/a.yml": "table: dbo.a\nkeys: [id]\nsequence_by: commit_time\n",
+        "tables/b.yml": "table: dbo.b\nkeys: [id]\nsequence_by: _sequence\n",
+    })
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{tmp_path / 'tables' / 'a.yml'}:3: sequence_by: ordering by 'commit_time' is not supported")
 
 
 def test_sources_one_location_a_topic_and_no_literal_secrets(tmp_path):

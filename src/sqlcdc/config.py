@@ -499,6 +499,10 @@ def _str_props(props: dict) -> dict[str, str]:
     return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in props.items()}
 
 
+#: The only ``sequence_by`` gold supports: the canonical sequence column of the apply frame.
+_DEFAULT_SEQUENCE = "_sequence"
+
+
 def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, problems: list[str]) -> TableConfig | None:
     def where(field_name: str) -> str:
         return f"{file}:{lines.get((field_name,), 1)}: {field_name}"
@@ -534,6 +538,14 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         if doc.get(a) and doc.get(b):
             problems.append(f"{where(a)}: give {a} or {b}, not both")
     scd_types = tuple(doc.get("scd_types") or defaults.get("scd_types") or (1, 2))
+    if doc.get("sequence_by") not in (None, _DEFAULT_SEQUENCE):
+        # Gold orders by the canonical sequence (the producer's LSN order, ties broken by change id);
+        # ordering by another expression is not built yet: refuse it here rather than at run time.
+        problems.append(
+            f"{where('sequence_by')}: ordering by {doc['sequence_by']!r} is not supported yet; gold applies "
+            f"changes in the producer's commit order ({_DEFAULT_SEQUENCE}: LSN, then change order), "
+            "locally and on Databricks. Remove sequence_by"
+        )
     for k in ("track_history_column_list", "track_history_except_column_list"):
         if doc.get(k) and 2 not in scd_types:
             problems.append(f"{where(k)}: applies to SCD type 2 only, but scd_types is {list(scd_types)}")

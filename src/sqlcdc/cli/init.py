@@ -31,7 +31,6 @@ _HINTS = """\
 # description: ...
 # columns:                      # needed when envelopes carry no schema
 #   - {{name: id, type: int}}
-# sequence_by: commit_time      # default: the producer's LSN order
 # except_column_list: [...]
 # track_history_column_list: [...]
 # expectations:

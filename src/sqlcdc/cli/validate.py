@@ -144,7 +144,7 @@ def _quiet_pyspark() -> Iterator[None]:
 
 
 def expression_problems(cfg: PipelineConfig, spark) -> list[str]:
-    """Parse every expectation constraint and ``sequence_by``; resolve them where columns are known."""
+    """Parse every expectation constraint; resolve it where the columns are known."""
     problems: list[str] = []
     parser = spark._jsparkSession.sessionState().sqlParser()
     with _quiet_pyspark():
@@ -154,8 +154,6 @@ def expression_problems(cfg: PipelineConfig, spark) -> list[str]:
                 (rule["constraint"], at, f"expectations[{rule['name']}].constraint", True)
                 for rule, at in zip(t.expectations, t.expectation_sources)
             ]
-            if t.sequence_by:
-                checks.append((t.sequence_by, f"{t.file}:{_line_of(t.file, 'sequence_by')}", "sequence_by", False))
             for sql, at, fld, boolean in checks:
                 problem = _parse_problem(parser, sql)
                 if problem is None and frame is not None:
@@ -163,17 +161,6 @@ def expression_problems(cfg: PipelineConfig, spark) -> list[str]:
                 if problem is not None:
                     problems.append(f"{at}: {fld}: {problem} in: {sql}")
     return problems
-
-
-def _line_of(file: str, key: str) -> int:
-    """Line of top-level ``key:`` in ``file`` (1 when not found)."""
-    try:
-        for i, line in enumerate(Path(file).read_text().splitlines(), 1):
-            if re.match(rf"^{re.escape(key)}\s*:", line):
-                return i
-    except OSError:
-        pass
-    return 1
 
 
 def _parse_problem(parser, sql: str) -> str | None:
