@@ -30,24 +30,32 @@ Beside each target it keeps (Delta tables at ``<target>__state``, ``<target>__ch
   seen a truncate is recomputed from its log for the touched keys (truncates are rare).
 
 Rows are replaced per key in one MERGE (a delete marker per key, then inserts): versions of a key
-can share a ``__START_AT`` when sequences tie, so no finer match is unique. The SCD2 target has
-deletion vectors on (``delta.enableDeletionVectors``; readers need Delta reader version 3), so
-the MERGE marks the replaced rows instead of rewriting every file a uniform batch touches.
+can share a ``__START_AT`` when sequences tie, so no finer match is unique. An in-order key
+replaces only its open version; a late key only its versions that end at or after its first new
+event (the earlier ones depend on earlier events only). The SCD2 target is laid out so Delta's
+file statistics skip the rest (:func:`_write_layout`): closed versions sorted by ``__END_AT`` in
+files apart from the open versions, and the MERGE condition carries a target-only bound
+(:func:`_prune`); it is laid out again once MERGEs have inserted a quarter of its rows
+(:func:`_relayout_if_mixed`). Deletion vectors are on (``delta.enableDeletionVectors``; readers need
+Delta reader version 3), so the MERGE marks replaced rows instead of rewriting their files.
 
-Cost (``benchmarks/bench_apply_changes.py``, 2 cores shared with other Spark work, 1% batches over
-100k keys, 10% late; ratio = recompute / incremental, both timed in the same process; the first
-batch pays JIT warm-up; ``--steps`` prints where an SCD2 run spends its time):
+Cost (``benchmarks/bench_apply_changes.py``, 2 cores, 100k keys, 10% of each batch late; ratio =
+recompute / incremental in the same process, batches 2-3 (batch 1 pays JIT warm-up); ``--steps``
+prints where an SCD2 run goes). How far back late events reach decides what SCD2 reads:
 
-* SCD1, 1M changes: incremental 7.0-7.9 s, recompute 8.1-9.4 s (1.1-1.2x); earlier runs
-  measured 4M changes at 1.8-1.9x. Incremental stays flat as the history grows.
-* SCD2, 1M changes (976k versions): incremental 13.6-26.2 s, recompute 12.2-23.8 s (0.7-1.1x;
-  0.8-0.9x on a quieter machine; was 0.5-0.6x); ``--hot-keys 500``: 0.8-1.1x. SCD2 still does
-  not win at this size. Per run: target MERGE 5.4-7.1 s (with deletion
-  vectors; it still scans the ~1M-version target twice, to find and to mark the rows, since
-  uniform keys touch every file), late keys' log read + replay and in-order replay 2.9-3.7 s,
-  state read/fold/route 2.6-3.0 s, state append 1.6-2.2 s, log append 0.5 s. Next steps: keep
-  open and closed versions in separate files (in-order keys only delete open versions, so the
-  MERGE could skip the closed files by their ``__END_AT`` null count).
+* SCD1, 1M changes, 1% batches: 3.6-3.7 s vs recompute 4.0-4.7 s (1.1-1.3x); 4M: 1.8-1.9x
+  (an earlier, slower machine: 1M 7.0-7.9 s vs 8.1-9.4 s).
+* SCD2, late events within the last 1% of the history (``--late-window 0.01``): 1M changes, 1%
+  batches: 5.9-6.6 s vs 7.0-7.2 s (1.1-1.2x; before the layout 8.1-8.9 s, 0.7-0.8x); 4M changes,
+  10k-change batches: 7.6-8.4 s vs 16.5-17.2 s (2.1-2.2x; before 14.2-15.8 s, 1.2-1.3x). The target
+  MERGE fell from 6.6-9.8 s to 2.4-2.7 s there.
+* SCD2, late events anywhere in the second half of the history (the default): the MERGE reads
+  every closed version that ended after the earliest one, about half the target: 1M, 1%:
+  9.0-9.3 s vs 6.2-6.8 s (0.7-0.8x, as before the layout); 4M, 10k batches: 12.6-12.8 s vs
+  16.4-17.6 s (1.3-1.4x).
+* What is left per SCD2 run (4M, 10k batches): state route 1.3-1.9 s and state append about 1 s
+  (both follow the number of keys), late keys' log read and replay 2.2-2.6 s (reads the whole log:
+  it follows the history), MERGE 2.4 s, log append 0.3-0.5 s.
 """
 
 from __future__ import annotations
@@ -247,8 +255,9 @@ def _write_layout(spark: SparkSession, versions: DataFrame, target: str, *, data
 
 def _relayout_if_mixed(spark: SparkSession, target: str) -> bool:
     """Lay the SCD2 ``target`` out again (:func:`_write_layout`, ``dataChange`` false) when the rows
-    its MERGEs inserted since the last layout reach :data:`_RELAYOUT_SHARE` of it. Reads only the
-    Delta log (the operation metrics of the recent commits). True when it did."""
+    its MERGEs inserted since the last layout reach :data:`_RELAYOUT_SHARE` of it, or when the last
+    layout is more than 64 commits back. Reads only the Delta log (the operation metrics of the
+    recent commits). True when it did."""
     inserted, laid_out = 0, None
     for h in _delta(spark, target).history(64).select("operation", "operationParameters", "operationMetrics").collect():
         metrics = h["operationMetrics"] or {}
