@@ -171,6 +171,15 @@ def test_tombstone_retention_is_the_auto_cdc_target_property_on_databricks(tmp_p
     assert auto_cdc_table_properties(table, 2) == {"delta.appendOnly": "false"}  # SCD2 keeps its history
 
 
+def test_partition_and_cluster_columns_are_options_of_the_gold_tables():
+    # They name data columns, which gold has at the top level (silver only inside before/after).
+    from sqlcdc.pipeline import gold_layout
+
+    assert gold_layout(replace(TABLE, cluster_by=("name",))) == {"cluster_by": ["name"]}
+    assert gold_layout(replace(TABLE, partition_cols=("city",))) == {"partition_cols": ["city"]}
+    assert gold_layout(TABLE) == {}
+
+
 def test_tombstone_retention_days_is_read_from_the_table_config(tmp_path):
     from sqlcdc.config import load_pipeline
 

@@ -186,8 +186,6 @@ def _streaming_table_flows(decoder, source: SourceConfig, table: TableConfig, br
         name=table.silver_table,
         comment=table.comment or f"Changes of {table.qualified} ({source.format}), canonical model.",
         table_properties=table.table_properties or None,
-        partition_cols=list(table.partition_cols) if table.partition_cols else None,
-        cluster_by=list(table.cluster_by) if table.cluster_by else None,
     )(silver)
 
     @dp.append_flow(target=source.quarantine_table, name=f"quarantine_{table.name}")
@@ -339,12 +337,30 @@ def _local_gold(table: TableConfig, scd_type: int) -> None:
     @dp.materialized_view(
         name=_target(table, scd_type),
         comment=f"{table.qualified}: SCD type {scd_type}, applied in source commit order.",
+        **gold_layout(table),
     )
     def gold() -> DataFrame:
         return apply(changes_frame(table, spark().read.table(table.silver_table)), spec, schema=schema)
 
 
 TOMBSTONE_PROPERTY = "pipelines.cdc.tombstoneGCThresholdInSeconds"
+
+
+def gold_layout(table: TableConfig) -> dict[str, list[str]]:
+    """``partition_cols`` / ``cluster_by`` of ``table``'s gold tables, as keyword arguments of the
+    SDP table declaration. They name data columns, which only gold has at the top level (silver
+    keeps them inside ``before`` / ``after``).
+
+    Example::
+
+        >>> gold_layout(replace(cfg, cluster_by=("customer_id",)))
+        {'cluster_by': ['customer_id']}
+    """
+    if table.partition_cols:
+        return {"partition_cols": list(table.partition_cols)}
+    if table.cluster_by:
+        return {"cluster_by": list(table.cluster_by)}
+    return {}
 
 
 def auto_cdc_table_properties(table: TableConfig, scd_type: int) -> dict[str, str]:
@@ -374,7 +390,8 @@ def _auto_cdc(table: TableConfig, scd_type: int) -> None:  # pragma: no cover - 
         _declared_views[source_view] = True
     target = _target(table, scd_type)
     dp.create_streaming_table(target, comment=f"{table.qualified}: SCD type {scd_type} (AUTO CDC).",
-                              table_properties=auto_cdc_table_properties(table, scd_type) or None)
+                              table_properties=auto_cdc_table_properties(table, scd_type) or None,
+                              **gold_layout(table))
     dp.create_auto_cdc_flow(**gold_spec(table, scd_type).to_auto_cdc_kwargs(target=target, source=source_view))
 
 
