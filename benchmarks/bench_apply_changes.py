@@ -6,7 +6,8 @@ tenth) late: sequenced inside the last ``--late-window`` of the history (default
 a late event makes SCD2 re-cut that key's versions from it on, so how far back late events reach
 decides how much of the SCD2 target a batch reads). For each batch it prints the time of the
 incremental run next to the time of a full recompute of the same table from every change so far
-(written to Delta the same way), and the ratio. It also checks that both give the same table. Not a test: it prints figures.
+(written to Delta the same way), and the ratio. It also checks that both give the same table.
+Not a test: it prints figures.
 
 Usage::
 
@@ -107,7 +108,8 @@ def main() -> None:
     batch_n = max(1, int(args.changes * args.fraction))
     touched = f"{args.hot_keys:,} hot keys" if args.hot_keys else "keys drawn from all"
     print(f"history: {args.changes:,} changes over {args.keys:,} keys; {args.batches} batches of "
-          f"{batch_n:,} ({args.fraction:.1%}, {touched}), {args.late:.0%} of each batch late (within the last {args.late_window:.0%} of the history); workdir {work}")
+          f"{batch_n:,} ({args.fraction:.1%}, {touched}), {args.late:.0%} of each batch late "
+          f"(within the last {args.late_window:.0%} of the history); workdir {work}")
 
     for kind in kinds:
         spec = ApplyChangesSpec(keys=["id"], stored_as_scd_type=kind, table=f"bench_scd{kind}")

@@ -119,8 +119,8 @@ def _read(spark: SparkSession, target: str) -> DataFrame:
     return spark.read.format("delta").load(target) if _is_path(target) else spark.read.table(target)
 
 
-def _write(df: DataFrame, target: str, mode: str) -> None:
-    w = df.write.format("delta").mode(mode)
+def _write(df: DataFrame, target: str, mode: str, **options: object) -> None:
+    w = df.write.format("delta").mode(mode).options(**{k: str(v) for k, v in options.items()})
     if mode == "overwrite":
         w = w.option("overwriteSchema", "true")
     if _is_path(target):
@@ -201,19 +201,11 @@ def _since_filter(end_at: Column, since: Column) -> Column:
     return end_at.isNull() | (since.isNotNull() & (end_at >= since))
 
 
-def _leaf(dtype: DataType) -> list[str]:
-    """The path to the first atomic field of ``dtype`` (the sequence type): Delta keeps min, max and
+def _first_leaf(col: Column, dtype: DataType) -> Column:
+    """The first atomic field of ``col`` (of the sequence type ``dtype``): Delta keeps min, max and
     null counts for atomic leaves only, so file pruning on ``__END_AT`` goes through it."""
-    path: list[str] = []
     while isinstance(dtype, StructType) and dtype.fields:
-        path.append(dtype.fields[0].name)
-        dtype = dtype.fields[0].dataType
-    return path
-
-
-def _leaf_of(col: Column, path: Sequence[str]) -> Column:
-    for name in path:
-        col = col.getField(name)
+        col, dtype = col.getField(dtype.fields[0].name), dtype.fields[0].dataType
     return col
 
 
@@ -224,7 +216,7 @@ def _prune(end_type: DataType, lowest: object | None, late: bool) -> Column:
     the lowest first leaf of their ``since``. Open and closed versions live in separate files and
     closed ones are sorted by end (:func:`_write_layout`), so the MERGE skips the closed files
     that ended before the batch's earliest late event."""
-    leaf = _leaf_of(F.col(f"g.{_q(END_AT)}"), _leaf(end_type))
+    leaf = _first_leaf(F.col(f"g.{_q(END_AT)}"), end_type)
     return leaf.isNull() if not late else leaf.isNull() | (leaf >= F.lit(lowest))
 
 
@@ -241,16 +233,14 @@ def _write_layout(spark: SparkSession, versions: DataFrame, target: str, *, data
     then let a MERGE skip what a batch cannot change (see :func:`_prune`). A new target gets
     deletion vectors, so a MERGE marks replaced rows instead of rewriting the files they are in."""
     end = F.col(END_AT)
-    leaf = _leaf_of(end, _leaf(versions.schema[END_AT].dataType))
+    leaf = _first_leaf(end, versions.schema[END_AT].dataType)
     n = int(spark.conf.get("spark.sql.shuffle.partitions"))
     closed = versions.where(end.isNotNull()).repartitionByRange(n, leaf).sortWithinPartitions(leaf)
     laid = closed.unionByName(versions.where(end.isNull()).repartition(n))
     if not _exists(spark, target):
         _write(versions.limit(0), target, "overwrite")
         _set_properties(spark, target, {"delta.enableDeletionVectors": "true"})
-    w = laid.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-    w = w.option("maxRecordsPerFile", _LAYOUT_FILE_ROWS).option("dataChange", str(data_change).lower())
-    w.save(target) if _is_path(target) else w.saveAsTable(target)
+    _write(laid, target, "overwrite", maxRecordsPerFile=_LAYOUT_FILE_ROWS, dataChange=str(data_change).lower())
 
 
 def _relayout_if_mixed(spark: SparkSession, target: str) -> bool:
@@ -512,7 +502,7 @@ def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
         # The earliest point a late key re-cuts from (first leaf of the sequence): the MERGE need
         # not read closed versions that ended before it (see _prune).
         end_type = late.schema["__ac_since"].dataType
-        since_leaf = _leaf_of(F.col("__ac_since"), _leaf(end_type))
+        since_leaf = _first_leaf(F.col("__ac_since"), end_type)
         n_late, lowest, unbounded = late.agg(F.count(F.lit(1)), F.min(since_leaf),
                                              F.count_if(since_leaf.isNull())).first()
         has_late = n_late > 0
