@@ -36,8 +36,17 @@ event (the earlier ones depend on earlier events only). The SCD2 target is laid 
 file statistics skip the rest (:func:`_write_layout`): closed versions sorted by ``__END_AT`` in
 files apart from the open versions, and the MERGE condition carries a target-only bound
 (:func:`_prune`); it is laid out again once MERGEs have inserted a quarter of its rows
-(:func:`_relayout_if_mixed`). Deletion vectors are on (``delta.enableDeletionVectors``; readers need
-Delta reader version 3), so the MERGE marks replaced rows instead of rewriting their files.
+(:func:`_relayout_if_mixed`).
+
+Gold is read outside Spark too (pandas and Polars read Delta through delta-rs, ``deltalake``), so
+no table this module writes carries a reader feature delta-rs lacks: the targets, the key states,
+the change log and the truncates are Delta reader version 1 (in a session with Delta's default
+table properties). Deletion vectors (reader version 3, ``deletionVectors``, which delta-rs cannot
+read) are opt-in, per SCD2 target, and off even where the session enables them by default:
+``merge_scd2(..., deletion_vectors=True)`` (table config ``deletion_vectors: true``) creates the
+target with ``delta.enableDeletionVectors``, so a MERGE marks replaced rows instead of rewriting
+the files they are in. The choice is made when the target is created; an existing target keeps
+its protocol (:mod:`sqlcdc.gold` rebuilds a target whose feature no longer matches the config).
 
 Cost (``benchmarks/bench_apply_changes.py``, 2 cores, 100k keys, 10% of each batch late; ratio =
 recompute / incremental in the same process, batches 2-3 (batch 1 pays JIT warm-up); ``--steps``
@@ -127,11 +136,6 @@ def _write(df: DataFrame, target: str, mode: str, **options: object) -> None:
         w.save(target)
     else:
         w.saveAsTable(target)
-
-
-def _set_properties(spark: SparkSession, target: str, props: dict[str, str]) -> None:
-    name = f"delta.{_q(target)}" if _is_path(target) else ".".join(_q(p) for p in target.split("."))
-    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in props.items()) + ")")
 
 
 def _delta(spark: SparkSession, target: str):
@@ -227,20 +231,23 @@ _LAYOUT_FILE_ROWS = 100_000
 _RELAYOUT_SHARE = 0.25
 
 
-def _write_layout(spark: SparkSession, versions: DataFrame, target: str, *, data_change: bool = True) -> None:
+def _write_layout(spark: SparkSession, versions: DataFrame, target: str, *, data_change: bool = True,
+                  deletion_vectors: bool = False) -> None:
     """Overwrite the SCD2 ``target`` with ``versions``: closed versions sorted by ``__END_AT`` in files
     of at most :data:`_LAYOUT_FILE_ROWS` rows, open versions in files of their own. File statistics
     then let a MERGE skip what a batch cannot change (see :func:`_prune`). A new target gets
-    deletion vectors, so a MERGE marks replaced rows instead of rewriting the files they are in."""
+    deletion vectors when asked (a MERGE then marks replaced rows instead of rewriting the files
+    they are in, but readers need Delta reader version 3: delta-rs cannot read it); otherwise it
+    is created with them off, whatever the session's defaults."""
     end = F.col(END_AT)
     leaf = _first_leaf(end, versions.schema[END_AT].dataType)
     n = int(spark.conf.get("spark.sql.shuffle.partitions"))
     closed = versions.where(end.isNotNull()).repartitionByRange(n, leaf).sortWithinPartitions(leaf)
     laid = closed.unionByName(versions.where(end.isNull()).repartition(n))
-    if not _exists(spark, target):
-        _write(versions.limit(0), target, "overwrite")
-        _set_properties(spark, target, {"delta.enableDeletionVectors": "true"})
-    _write(laid, target, "overwrite", maxRecordsPerFile=_LAYOUT_FILE_ROWS, dataChange=str(data_change).lower())
+    # A new target's protocol is chosen here, by a writer option (it beats the session's defaults).
+    created = {} if _exists(spark, target) else {"delta.enableDeletionVectors": str(deletion_vectors).lower()}
+    _write(laid, target, "overwrite", maxRecordsPerFile=_LAYOUT_FILE_ROWS, dataChange=str(data_change).lower(),
+           **created)
 
 
 def _relayout_if_mixed(spark: SparkSession, target: str) -> bool:
@@ -274,7 +281,7 @@ def _record_truncates(spark: SparkSession, ev: DataFrame, spec: ApplyChangesSpec
 
 
 def _merge_scd2_from_log(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec,
-                         has_trunc: bool) -> str:
+                         has_trunc: bool, deletion_vectors: bool = False) -> str:
     """SCD2 of a table that has seen a truncate: append ``changes`` to the log, recompute the keys
     they touch from it (all keys when the batch holds a truncate) and replace them in ``target``.
 
@@ -284,7 +291,7 @@ def _merge_scd2_from_log(spark: SparkSession, target: str, changes: DataFrame, s
     keys = list(spec.keys)
     if not _exists(spark, log) or not _exists(spark, target):
         _write(changes, log, "overwrite")
-        _write_layout(spark, scd2(_read(spark, log), spec), target)
+        _write_layout(spark, scd2(_read(spark, log), spec), target, deletion_vectors=deletion_vectors)
         return "initial"
     ev = _classified(changes, spec)
     _write(changes, log, "append")
@@ -452,7 +459,8 @@ def _scd2_state_rows(folded: DataFrame, versions: DataFrame, keys: Sequence[str]
     ).drop("__ac_prev_gen")
 
 
-def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec) -> str:
+def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec,
+                deletion_vectors: bool = False) -> str:
     """SCD2: keys whose new events all follow what was applied replay them from their state; only
     keys with a late event re-read their history from the change log."""
     spec.validate(changes.schema)
@@ -466,11 +474,11 @@ def _merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: Appl
         has_trunc = _record_truncates(spark, ev, spec, target)
         if has_trunc or _exists(spark, trunc_loc):
             # A truncate cuts every key's history; from then on the log decides (truncates are rare).
-            return _merge_scd2_from_log(spark, target, changes, spec, has_trunc)
+            return _merge_scd2_from_log(spark, target, changes, spec, has_trunc, deletion_vectors)
     if not (_exists(spark, log) and _exists(spark, target) and _exists(spark, state_loc)):
         _write(changes, log, "overwrite")
         logdf = _read(spark, log)
-        _write_layout(spark, scd2(logdf, spec), target)
+        _write_layout(spark, scd2(logdf, spec), target, deletion_vectors=deletion_vectors)
         folded = _fold(_partial_state(_classified(logdf, spec), spec, values), spec, values)
         _write(_scd2_state_rows(folded, _read(spark, target), keys, F.lit(1)), state_loc, "overwrite")
         return "initial"
@@ -600,7 +608,8 @@ def merge_scd1(spark: SparkSession, target: str, changes: DataFrame, spec: Apply
     return mode
 
 
-def merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec) -> str:
+def merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: ApplyChangesSpec, *,
+               deletion_vectors: bool = False) -> str:
     """Apply a batch of new changes to the SCD2 Delta table ``target`` (name or path).
 
     A key whose new events all follow the last event applied to it replays them from its state
@@ -610,8 +619,12 @@ def merge_scd2(spark: SparkSession, target: str, changes: DataFrame, spec: Apply
     written, and all its versions are replaced. The result equals :func:`scd2` over every change
     applied so far, in any order and split.
 
+    ``deletion_vectors``: create the target with deletion vectors (MERGEs mark replaced rows
+    instead of rewriting files; readers need Delta reader version 3, which delta-rs, the reader of
+    pandas and Polars, lacks). Off by default; it decides only when the target is created.
+
     Example::
 
         merge_scd2(spark, "warehouse/gold/customers_history", batch, spec)   # "initial" | "merge" | "recompute"
     """
-    return _merge_scd2(spark, target, changes, spec)
+    return _merge_scd2(spark, target, changes, spec, deletion_vectors)
