@@ -93,6 +93,8 @@ class TableConfig:
     track_history_except_column_list: tuple[str, ...] | None = None
     ignore_null_updates: bool = False
     tombstone_retention_days: float | None = None
+    #: SCD2 gold with Delta deletion vectors (reader version 3: not readable by delta-rs). Off by default.
+    deletion_vectors: bool = False
     expectations: tuple[dict[str, Any], ...] = ()
     partition_cols: tuple[str, ...] | None = None
     cluster_by: tuple[str, ...] | None = None
@@ -546,7 +548,7 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
             f"changes in the producer's commit order ({_DEFAULT_SEQUENCE}: LSN, then change order), "
             "locally and on Databricks. Remove sequence_by"
         )
-    for k in ("track_history_column_list", "track_history_except_column_list"):
+    for k in ("track_history_column_list", "track_history_except_column_list", "deletion_vectors"):
         if doc.get(k) and 2 not in scd_types:
             problems.append(f"{where(k)}: applies to SCD type 2 only, but scd_types is {list(scd_types)}")
 
@@ -588,6 +590,7 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         track_history_except_column_list=tup("track_history_except_column_list"),
         ignore_null_updates=bool(doc.get("ignore_null_updates", False)),
         tombstone_retention_days=doc.get("tombstone_retention_days"),
+        deletion_vectors=bool(doc.get("deletion_vectors", False)),
         expectations=tuple(r for r, _ in rules),
         partition_cols=tup("partition_cols"),
         cluster_by=tup("cluster_by"),

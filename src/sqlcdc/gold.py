@@ -17,7 +17,8 @@ Which changes are new depends on how the producer's silver is kept:
 
 A table's gold is rebuilt from all of its silver, saying why, on ``--full-refresh``, when one of
 its parts is missing, when its columns changed (a Qlik ``tableVersion``, CES columns, ``columns:``
-edited), or when streaming silver was re-created. Run state lives under
+edited), when its SCD2 table's deletion vectors do not match ``deletion_vectors`` (a Delta table
+cannot drop them in place), or when streaming silver was re-created. Run state lives under
 ``<warehouse>/_sqlcdc/gold/<table>/``; the engine's per-key state beside each target
 (``gold_<t>_scd1__state`` ...).
 
@@ -161,6 +162,14 @@ def _rebuild_reason(spark: SparkSession, table: TableConfig, warehouse: Path, si
         change = reshape.column_change(have, cols)
         if change is not None:
             return f"the columns of {table.qualified} changed ({change})"
+    if 2 in table.scd_types:
+        # The protocol of a Delta table cannot drop deletion vectors in place (and a table that has
+        # them stays unreadable to delta-rs): a table whose feature differs from the config is rebuilt.
+        has = "deletionVectors" in _table_features(spark, tables_dir(warehouse) / table.scd2_table)
+        if has and not table.deletion_vectors:
+            return f"{table.scd2_table} has deletion vectors (delta-rs cannot read it) and deletion_vectors is false"
+        if table.deletion_vectors and not has:
+            return f"deletion_vectors is true and {table.scd2_table} has no deletion vectors"
     if streaming:
         seen = state / "silver.json"
         if seen.exists() and json.loads(seen.read_text()).get("id") != _table_id(spark, silver):
@@ -172,6 +181,13 @@ def _table_id(spark: SparkSession, path: Path) -> str:
     from delta.tables import DeltaTable
 
     return DeltaTable.forPath(spark, str(path)).detail().select("id").first()[0]
+
+
+def _table_features(spark: SparkSession, path: Path) -> set[str]:
+    """The Delta table features of the table at ``path`` (its protocol: ``deletionVectors``, ...)."""
+    from delta.tables import DeltaTable
+
+    return set(DeltaTable.forPath(spark, str(path)).detail().select("tableFeatures").first()[0] or ())
 
 
 def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, full_refresh: bool = False) -> Applied:
@@ -204,8 +220,9 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     def merge(changes: DataFrame) -> None:
         for scd, spec in specs.items():
             target = str(tables_dir(warehouse) / _target(table, scd))
-            apply = incremental.merge_scd1 if scd == 1 else incremental.merge_scd2
-            result.modes[_target(table, scd)] = apply(spark, target, changes, spec)
+            result.modes[_target(table, scd)] = (
+                incremental.merge_scd1(spark, target, changes, spec) if scd == 1 else
+                incremental.merge_scd2(spark, target, changes, spec, deletion_vectors=table.deletion_vectors))
 
     if streaming:
         _apply_stream(spark, silver_path, state, columns, keys, merge, result)
