@@ -1,8 +1,10 @@
-"""End to end: `sqlcdc run` (real `spark-pipelines run`) on the Debezium sample feed, twice.
+"""End to end: `sqlcdc run` (a real `spark-pipelines run`) on three producers' feeds, twice.
 
-Slow (Spark start-up ~40 s per run on 2 cores): kept to one scenario that shows what matters —
-bronze -> silver -> gold, quarantine and conservation, and that a second run after a new file
-lands processes only that file.
+Each real run costs ~40 s of Spark start-up on 2 cores, so one pipeline carries every file-landed
+scenario (docs/testing.md): a Debezium feed (bronze -> silver -> gold, quarantine, conservation),
+the CES seed's insert/update/delete of Purchases 105 and the Qlik customers story (full load, CDC
+with partial masks, a key change, a delete, tableVersion 2 adding TIER). The second run lands one new
+file per source and must read only those.
 """
 
 from __future__ import annotations
@@ -17,17 +19,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "debezium" / "inventory"
 SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
+SEEDS_CES = Path(__file__).resolve().parent / "fixtures" / "ces"
+QLIK = Path(__file__).resolve().parent / "fixtures" / "qlik" / "customers"
 
 pytestmark = pytest.mark.e2e
-
-
-def write_config(base: Path, landing: Path) -> Path:
-    (base / "tables").mkdir(parents=True)
-    (base / "pipeline.yml").write_text(
-        f"name: e2e\nsources:\n  inventory:\n    format: debezium\n    landing: {landing}\n"
-    )
-    (base / "tables" / "customers.yml").write_text("source: inventory\ntable: dbo.customers\nkeys: [id]\n")
-    return base / "pipeline.yml"
 
 
 def run(config: Path, warehouse: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -41,19 +36,44 @@ def table(spark, warehouse: Path, name: str):
     return spark.read.format("delta").load(str(warehouse / "tables" / name))
 
 
-def test_two_runs_bronze_silver_gold_quarantine(spark, tmp_path):
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    for name in ("000-snapshot.json", "001-changes.json"):
-        shutil.copy(SAMPLES / name, landing / name)
-    config = write_config(tmp_path / "config", landing)
+def ces_line(name: str) -> str:
+    """A seed example (tests/fixtures/ces/seed_*.json, verbatim from the seed page) as one JSON line."""
+    return " ".join(line.strip() for line in (SEEDS_CES / f"seed_{name}.json").read_text().splitlines())
+
+
+def write_config(base: Path, dbz: Path, ces: Path, qlik: Path) -> Path:
+    (base / "tables").mkdir(parents=True)
+    (base / "pipeline.yml").write_text(
+        "name: e2e\nsources:\n"
+        f"  inventory:\n    format: debezium\n    landing: {dbz}\n"
+        f"  ces_src:\n    format: ces\n    landing: {ces}\n    options: {{serialization: json}}\n"
+        f"  crm:\n    format: qlik\n    landing: {qlik}\n"
+    )
+    (base / "tables" / "customers.yml").write_text("source: inventory\ntable: dbo.customers\nkeys: [id]\n")
+    (base / "tables" / "purchases.yml").write_text("source: ces_src\ntable: dbo.Purchases\nkeys: [purchase_id]\n")
+    # keys from Qlik's metadata message
+    (base / "tables" / "crm_customers.yml").write_text("source: crm\ntable: dbo.customers\nname: crm_customers\n")
+    return base / "pipeline.yml"
+
+
+def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path):
+    dbz_in, ces_in, qlik_in = (tmp_path / "landing" / n for n in ("dbz", "ces", "qlik"))
+    for d in (dbz_in, ces_in, qlik_in):
+        d.mkdir(parents=True)
+    config = write_config(tmp_path / "config", dbz_in, ces_in, qlik_in)
     wh = tmp_path / "warehouse"
 
+    # --- run 1: Debezium snapshot + changes; CES insert + update; Qlik metadata v1 + full load -----
+    for name in ("000-snapshot.json", "001-changes.json"):
+        shutil.copy(SAMPLES / name, dbz_in / name)
+    (ces_in / "a.json").write_text(ces_line("insert") + "\n" + ces_line("update") + "\n")
+    for name in ("01_metadata_v1.jsonl", "02_full_load.jsonl"):
+        shutil.copy(QLIK / name, qlik_in / name)
     first = run(config, wh)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "Run is COMPLETED" in first.stdout
 
-    # 13 records landed: 4 snapshot rows; 6 changes, 1 tombstone, 2 bad records in 001.
+    # Debezium: 13 records landed: 4 snapshot rows; 6 changes, 1 tombstone, 2 bad records in 001.
     assert table(spark, wh, "bronze_inventory").count() == 13
     assert table(spark, wh, "silver_customers").count() == 10
     q = table(spark, wh, "quarantine_inventory").collect()
@@ -72,9 +92,18 @@ def test_two_runs_bronze_silver_gold_quarantine(spark, tmp_path):
         1012: ("george", "bailey", "george.bailey@example.org"),  # 1002 changed its key to 1012
     }
     first_silver_ids = {r.change_id for r in table(spark, wh, "silver_customers").collect()}
+    # CES: the update's current image
+    purchases = table(spark, wh, "gold_purchases_scd1").collect()
+    assert [(r.purchase_id, r.product_name, r.price_per_item, r.quantity) for r in purchases] == [(105, "Game 2066", 50, 2)]
+    # Qlik: tableVersion 1, no TIER yet
+    customers = table(spark, wh, "gold_crm_customers_scd1")
+    assert customers.columns == ["ID", "NAME", "EMAIL", "BALANCE"]
+    assert sorted((r.ID, r.NAME) for r in customers.collect()) == [(1, "Alice"), (2, "Bob"), (3, "Carol")]
 
-    # A new file lands; the second run reads only it.
-    shutil.copy(SAMPLES / "002-changes.json", landing / "002-changes.json")
+    # --- run 2: one new file per source; each source reads only it ------------------------------
+    shutil.copy(SAMPLES / "002-changes.json", dbz_in / "002-changes.json")
+    (ces_in / "b.json").write_text(ces_line("delete") + "\n")
+    shutil.copy(QLIK / "03_cdc.jsonl", qlik_in / "03_cdc.jsonl")  # with the tableVersion 2 metadata mid-file
     second = run(config, wh)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
 
@@ -89,9 +118,8 @@ def test_two_runs_bronze_silver_gold_quarantine(spark, tmp_path):
 
     scd1 = {r.id: r.first_name for r in table(spark, wh, "gold_customers_scd1").collect()}
     assert scd1 == {1001: "sally", 1004: "anne", 1005: "johnny", 1012: "george"}
-    scd2 = table(spark, wh, "gold_customers_scd2")
     versions = {}
-    for r in scd2.collect():
+    for r in table(spark, wh, "gold_customers_scd2").collect():
         versions.setdefault(r.id, []).append((r.first_name, r.last_name, r["__END_AT"] is None))
     assert {k: sorted(v) for k, v in versions.items()} == {
         1001: [("sally", "thomas", False), ("sally", "thomas", True)],  # email changed
@@ -102,7 +130,7 @@ def test_two_runs_bronze_silver_gold_quarantine(spark, tmp_path):
         1012: [("george", "bailey", True)],
     }
 
-    # Conservation: every landed record is in silver, in quarantine, or a skipped tombstone.
+    # Conservation: every landed Debezium record is in silver, in quarantine, or a skipped tombstone.
     silver_records = {r.bronze_record_id for r in silver}
     quarantined = {r.bronze_record_id for r in table(spark, wh, "quarantine_inventory").collect()}
     tombstones = {r.record_id for r in bronze.where("trim(value) = '' OR trim(value) = 'null'").collect()}
@@ -110,6 +138,37 @@ def test_two_runs_bronze_silver_gold_quarantine(spark, tmp_path):
     assert len(tombstones) == 2
     assert landed == silver_records | quarantined | tombstones
     assert not (silver_records & quarantined)
+
+    # CES: deleted; SCD2 holds the two closed versions, cut at the seed's commit LSNs
+    assert table(spark, wh, "gold_purchases_scd1").count() == 0
+    history = sorted(
+        (r.product_name, r["__START_AT"].commit_lsn, r["__END_AT"].commit_lsn)
+        for r in table(spark, wh, "gold_purchases_scd2").collect()
+    )
+    assert history == [
+        ("Game 2066", "0000002C000003500004", "0000002C000003600019"),  # update .. delete
+        ("Game 2077", "0000002C00000300017C", "0000002C000003500004"),  # insert .. update
+    ]
+    # Qlik: masks, a provided NULL, tableVersion 2, a key change
+    current = sorted(
+        (r.ID, r.NAME, r.EMAIL, str(r.BALANCE), r.TIER) for r in table(spark, wh, "gold_crm_customers_scd1").collect()
+    )
+    assert current == [
+        (1, "Alicia", "a@x.org", "10.00", "silver"),  # columnMask left EMAIL/BALANCE untouched
+        (2, "Bob", None, "25.50", None),  # a provided NULL set EMAIL to NULL
+        (5, "Eve", "e@x.org", "50.00", "gold"),  # inserted after tableVersion 2
+        (30, "Carol", "c@x.org", "30.00", None),  # key 3 -> 30: the old key is gone
+    ]
+    scd2 = table(spark, wh, "gold_crm_customers_scd2")
+    assert scd2.count() == 9
+    assert scd2.where("ID = 4 AND __END_AT IS NOT NULL").count() == 1  # Dan: inserted, then deleted
+
+    # conservation per source: landed = silver + quarantine + skipped (Qlik metadata messages)
+    for src, silver_name, skipped, landed_n in (("ces_src", "silver_purchases", 0, 3), ("crm", "silver_crm_customers", 2, 12)):
+        n_landed = table(spark, wh, f"bronze_{src}").count()
+        n_silver = table(spark, wh, silver_name).count()
+        n_quarantined = table(spark, wh, f"quarantine_{src}").count()
+        assert (n_landed, n_silver + n_quarantined + skipped) == (landed_n, landed_n)
 
 
 def test_a_broken_config_stops_before_spark_starts(tmp_path):
@@ -121,82 +180,3 @@ def test_a_broken_config_stops_before_spark_starts(tmp_path):
     assert res.returncode == 2
     assert "orders.yml:3: keys:" in res.stderr and "orders.yml:4: scd_types[0]:" in res.stderr
     assert not (tmp_path / "wh").exists()
-
-
-SEEDS_CES = Path(__file__).resolve().parent / "fixtures" / "ces"
-QLIK = Path(__file__).resolve().parent / "fixtures" / "qlik" / "customers"
-
-
-def ces_line(name: str) -> str:
-    """A seed example (tests/fixtures/ces/seed_*.json, verbatim from the seed page) as one JSON line."""
-    return " ".join(line.strip() for line in (SEEDS_CES / f"seed_{name}.json").read_text().splitlines())
-
-
-def test_ces_and_qlik_two_runs_to_gold(spark, tmp_path):
-    """CES (the seed's insert/update/delete of Purchases 105) and Qlik (full load, CDC with partial
-    masks, a key change, a delete, and tableVersion 2 adding TIER) through `sqlcdc run`, in two runs.
-    Expected rows are written by hand from the seed page and the Qlik fixture's story
-    (tests/test_qlik.py's docstring)."""
-    ces_in, qlik_in = tmp_path / "landing" / "ces", tmp_path / "landing" / "qlik"
-    ces_in.mkdir(parents=True)
-    qlik_in.mkdir(parents=True)
-    base = tmp_path / "config"
-    (base / "tables").mkdir(parents=True)
-    (base / "pipeline.yml").write_text(
-        "name: e2e_ces_qlik\nsources:\n"
-        f"  ces_src:\n    format: ces\n    landing: {ces_in}\n    options: {{serialization: json}}\n"
-        f"  crm:\n    format: qlik\n    landing: {qlik_in}\n"
-    )
-    (base / "tables" / "purchases.yml").write_text("source: ces_src\ntable: dbo.Purchases\nkeys: [purchase_id]\n")
-    (base / "tables" / "customers.yml").write_text("source: crm\ntable: dbo.customers\n")  # keys from metadata
-    wh = tmp_path / "warehouse"
-
-    # run 1: CES insert + update; Qlik metadata v1 + full load
-    (ces_in / "a.json").write_text(ces_line("insert") + "\n" + ces_line("update") + "\n")
-    for name in ("01_metadata_v1.jsonl", "02_full_load.jsonl"):
-        shutil.copy(QLIK / name, qlik_in / name)
-    first = run(base / "pipeline.yml", wh)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-
-    purchases = table(spark, wh, "gold_purchases_scd1").collect()
-    assert [(r.purchase_id, r.product_name, r.price_per_item, r.quantity) for r in purchases] == [
-        (105, "Game 2066", 50, 2)  # the update's current image
-    ]
-    customers = table(spark, wh, "gold_customers_scd1")
-    assert customers.columns == ["ID", "NAME", "EMAIL", "BALANCE"]  # tableVersion 1: no TIER yet
-    assert sorted((r.ID, r.NAME) for r in customers.collect()) == [(1, "Alice"), (2, "Bob"), (3, "Carol")]
-
-    # run 2: CES delete; Qlik CDC (with the tableVersion 2 metadata mid-file)
-    (ces_in / "b.json").write_text(ces_line("delete") + "\n")
-    shutil.copy(QLIK / "03_cdc.jsonl", qlik_in / "03_cdc.jsonl")
-    second = run(base / "pipeline.yml", wh)
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-
-    assert table(spark, wh, "gold_purchases_scd1").count() == 0  # deleted
-    history = sorted(
-        (r.product_name, r["__START_AT"].commit_lsn, r["__END_AT"].commit_lsn)
-        for r in table(spark, wh, "gold_purchases_scd2").collect()
-    )
-    assert history == [
-        ("Game 2066", "0000002C000003500004", "0000002C000003600019"),  # update .. delete
-        ("Game 2077", "0000002C00000300017C", "0000002C000003500004"),  # insert .. update
-    ]
-    current = sorted(
-        (r.ID, r.NAME, r.EMAIL, str(r.BALANCE), r.TIER) for r in table(spark, wh, "gold_customers_scd1").collect()
-    )
-    assert current == [
-        (1, "Alicia", "a@x.org", "10.00", "silver"),  # columnMask left EMAIL/BALANCE untouched
-        (2, "Bob", None, "25.50", None),  # a provided NULL set EMAIL to NULL
-        (5, "Eve", "e@x.org", "50.00", "gold"),  # inserted after tableVersion 2
-        (30, "Carol", "c@x.org", "30.00", None),  # key 3 -> 30: the old key is gone
-    ]
-    scd2 = table(spark, wh, "gold_customers_scd2")
-    assert scd2.count() == 9
-    assert scd2.where("ID = 4 AND __END_AT IS NOT NULL").count() == 1  # Dan: inserted, then deleted
-
-    # conservation per source: landed = silver + quarantine + skipped (Qlik metadata messages)
-    for src, silver_name, skipped in (("ces_src", "silver_purchases", 0), ("crm", "silver_customers", 2)):
-        landed = table(spark, wh, f"bronze_{src}").count()
-        silver = table(spark, wh, silver_name).count()
-        quarantined = table(spark, wh, f"quarantine_{src}").count()
-        assert (landed, silver + quarantined + skipped) == ({"ces_src": 3, "crm": 12}[src],) * 2
