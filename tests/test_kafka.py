@@ -3,9 +3,10 @@
 * Options: what a ``kafka:`` / ``event_hubs:`` block becomes (no broker, no Spark), secrets redacted.
 * Broker tests on the shared SparkSession: bronze columns and lineage; at-least-once duplicates
   (same offset re-read, same event produced twice) do not change gold.
-* Three real ``sqlcdc run`` tests (``e2e``): the same Debezium events via files and via Kafka give
-  identical gold tables; so do the CES and Qlik fixture events (columns discovered from the topics);
-  a run SIGKILLed once bronze has started, then run again, loses nothing and duplicates nothing.
+* Two real ``sqlcdc run`` tests (``e2e``): one run of six sources shows that the same Debezium, CES
+  and Qlik events via files and via Kafka give identical gold tables (CES/Qlik columns discovered
+  from the topics); a run SIGKILLed once bronze has started, then run again, loses nothing and
+  duplicates nothing.
 * Confluent-framed Avro values (no broker): the same silver as their JSON; bad values quarantined.
 
 The broker (``tests/kafka_broker.py``) is Kafka 4.1 in KRaft mode on 127.0.0.1, started once per
@@ -274,27 +275,57 @@ def table_rows(df, drop=()):
 
 
 @pytest.mark.e2e
-def test_same_events_via_files_and_via_kafka_give_identical_gold(spark, broker, tmp_path):
+def test_every_producer_via_kafka_gives_the_same_gold_as_via_files(spark, broker, tmp_path):
+    """The Debezium sample feed, the CES seed examples and the Qlik customers story, each produced to a
+    real broker and landed as files, in ONE `sqlcdc run` (six sources: each real run costs ~40 s of
+    start-up): identical gold per producer; CES and Qlik columns (and Qlik's keys) discovered from
+    the topics; the conservation balance holds for the Kafka sources too."""
     files = sample_files()
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    topic = "server1.dbo.customers.e2e"
+    dbz_dir, ces_dir, qlik_dir = (tmp_path / "landing" / n for n in ("dbz", "ces", "qlik"))
+    for d in (dbz_dir, ces_dir, qlik_dir):
+        d.mkdir(parents=True)
+    dbz_topic = "server1.dbo.customers.e2e"
     for name, lines in files.items():
-        (landing / name).write_text("\n".join(lines) + "\n")
-        produce(spark, broker.bootstrap, topic, [dbz_value(v) for v in lines])
-    config = write_config(
-        tmp_path / "config",
-        {"files": f"format: debezium\nlanding: {landing}",
-         "stream": f"format: debezium\nkafka:\n  bootstrap_servers: {broker.bootstrap}\n  topic: {topic}"},
-        {"customers_files": "files", "customers_kafka": "stream"},
+        (dbz_dir / name).write_text("\n".join(lines) + "\n")
+        produce(spark, broker.bootstrap, dbz_topic, [dbz_value(v) for v in lines])
+    ces_lines, qlik_lines = _fixture_lines()
+    produce(spark, broker.bootstrap, "ces.purchases", ces_lines)
+    produce(spark, broker.bootstrap, "qlik.customers", qlik_lines)
+    (ces_dir / "events.json").write_text("\n".join(ces_lines) + "\n")
+    (qlik_dir / "all.jsonl").write_text("\n".join(qlik_lines) + "\n")
+
+    def stream(topic: str) -> str:
+        return f"    kafka:\n      bootstrap_servers: {broker.bootstrap}\n      topic: {topic}\n"
+
+    ces_opts = "    options: {serialization: json}\n"
+    base = tmp_path / "config"
+    (base / "tables").mkdir(parents=True)
+    (base / "pipeline.yml").write_text(
+        "name: kafka_e2e\nsources:\n"
+        f"  files:\n    format: debezium\n    landing: {dbz_dir}\n"
+        f"  stream:\n    format: debezium\n{stream(dbz_topic)}"
+        f"  ces_files:\n    format: ces\n    landing: {ces_dir}\n{ces_opts}"
+        f"  qlik_files:\n    format: qlik\n    landing: {qlik_dir}\n"
+        f"  ces_stream:\n    format: ces\n{ces_opts}{stream('ces.purchases')}"
+        f"  qlik_stream:\n    format: qlik\n{stream('qlik.customers')}"
     )
+    cols = "columns:\n" + "".join(f"  - {{name: {n}, type: {t}}}\n" for n, t in COLUMNS)  # Debezium on Kafka needs them
+    for name, source, table, extra in (("customers_files", "files", "dbo.customers", "keys: [id]\n" + cols),
+                                       ("customers_kafka", "stream", "dbo.customers", "keys: [id]\n" + cols),
+                                       ("purchases_files", "ces_files", "dbo.Purchases", "keys: [purchase_id]\n"),
+                                       ("purchases_kafka", "ces_stream", "dbo.Purchases", "keys: [purchase_id]\n"),
+                                       ("crm_files", "qlik_files", "dbo.customers", ""),
+                                       ("crm_kafka", "qlik_stream", "dbo.customers", "")):
+        (base / "tables" / f"{name}.yml").write_text(f"source: {source}\ntable: {table}\nname: {name}\n{extra}")
+    config = base / "pipeline.yml"
     wh = tmp_path / "warehouse"
     res = sqlcdc_run(config, wh)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
+    # Debezium
     via_files, via_kafka = delta(spark, wh, "bronze_files"), delta(spark, wh, "bronze_stream")
     assert via_kafka.count() == via_files.count() == 16
-    assert via_kafka.where(~F.col("source_file").startswith(f"kafka://{topic}/0/")).count() == 0
+    assert via_kafka.where(~F.col("source_file").startswith(f"kafka://{dbz_topic}/0/")).count() == 0
     for scd in ("scd1", "scd2"):
         a = delta(spark, wh, f"gold_customers_files_{scd}")
         b = delta(spark, wh, f"gold_customers_kafka_{scd}")
@@ -313,6 +344,20 @@ def test_same_events_via_files_and_via_kafka_give_identical_gold(spark, broker, 
 
     got = {b.source: (b.landed, b.in_silver, b.quarantined, b.skipped, b.ok) for b in balances(spark, load_pipeline(config), wh)}
     assert got["stream"] == got["files"] == (16, 12, 2, 2, True)
+
+    # CES and Qlik
+    assert delta(spark, wh, "bronze_ces_stream").count() == 3
+    assert delta(spark, wh, "bronze_qlik_stream").count() == 12
+    lineage = ("bronze_record_id", "bronze_file", "bronze_ingest_time")
+    for files_t, stream_t in (("purchases_files", "purchases_kafka"), ("crm_files", "crm_kafka")):
+        for scd in ("scd1", "scd2"):
+            a, b = delta(spark, wh, f"gold_{files_t}_{scd}"), delta(spark, wh, f"gold_{stream_t}_{scd}")
+            assert a.columns == b.columns
+            assert table_rows(a, lineage) == table_rows(b, lineage), (files_t, scd)
+    assert delta(spark, wh, "gold_purchases_kafka_scd2").count() == 2  # seed insert and update, closed by the delete
+    assert delta(spark, wh, "gold_crm_kafka_scd1").count() == 4  # tests/test_qlik.py's story
+    assert got["ces_stream"] == got["ces_files"] == (3, 3, 0, 0, True)
+    assert got["qlik_stream"] == got["qlik_files"] == (12, 10, 0, 2, True)
 
 
 def many_events(n_keys: int) -> tuple[list[str], dict[int, str]]:
@@ -529,52 +574,6 @@ def _fixture_lines() -> tuple[list[str], list[str]]:
     qlik_dir = FIXTURES / "qlik" / "customers"
     qlik = [line for f in sorted(qlik_dir.glob("*.jsonl")) for line in f.read_text().splitlines() if line.strip()]
     return [ces("insert"), ces("update"), ces("delete")], qlik
-
-
-@pytest.mark.e2e
-def test_ces_and_qlik_via_kafka_give_the_same_gold_as_via_files(spark, broker, tmp_path):
-    """CES and Qlik events produced to a real broker and run to gold with `sqlcdc run`, next to the
-    same events landed as files: identical gold; columns (and Qlik's keys) discovered from the topics."""
-    ces_lines, qlik_lines = _fixture_lines()
-    produce(spark, broker.bootstrap, "ces.purchases", ces_lines)
-    produce(spark, broker.bootstrap, "qlik.customers", qlik_lines)
-    ces_dir, qlik_dir = tmp_path / "landing" / "ces", tmp_path / "landing" / "qlik"
-    ces_dir.mkdir(parents=True)
-    qlik_dir.mkdir(parents=True)
-    (ces_dir / "events.json").write_text("\n".join(ces_lines) + "\n")
-    (qlik_dir / "all.jsonl").write_text("\n".join(qlik_lines) + "\n")
-    base = tmp_path / "config"
-    (base / "tables").mkdir(parents=True)
-    def stream(fmt: str, topic: str) -> str:
-        return (f"    format: {fmt}\n    options: {{serialization: json}}\n" if fmt == "ces" else f"    format: {fmt}\n") + (
-            f"    kafka:\n      bootstrap_servers: {broker.bootstrap}\n      topic: {topic}\n")
-
-    (base / "pipeline.yml").write_text(
-        "name: kafka_ces_qlik\nsources:\n"
-        f"  ces_files:\n    format: ces\n    landing: {ces_dir}\n    options: {{serialization: json}}\n"
-        f"  qlik_files:\n    format: qlik\n    landing: {qlik_dir}\n"
-        f"  ces_stream:\n{stream('ces', 'ces.purchases')}"
-        f"  qlik_stream:\n{stream('qlik', 'qlik.customers')}"
-    )
-    for name, source, table, keys in (("purchases_files", "ces_files", "dbo.Purchases", "keys: [purchase_id]\n"),
-                                      ("purchases_kafka", "ces_stream", "dbo.Purchases", "keys: [purchase_id]\n"),
-                                      ("customers_files", "qlik_files", "dbo.customers", ""),
-                                      ("customers_kafka", "qlik_stream", "dbo.customers", "")):
-        (base / "tables" / f"{name}.yml").write_text(f"source: {source}\ntable: {table}\nname: {name}\n{keys}")
-    wh = tmp_path / "warehouse"
-    res = sqlcdc_run(base / "pipeline.yml", wh)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-
-    assert delta(spark, wh, "bronze_ces_stream").count() == 3
-    assert delta(spark, wh, "bronze_qlik_stream").count() == 12
-    lineage = ("bronze_record_id", "bronze_file", "bronze_ingest_time")
-    for files, stream in (("purchases_files", "purchases_kafka"), ("customers_files", "customers_kafka")):
-        for scd in ("scd1", "scd2"):
-            a, b = delta(spark, wh, f"gold_{files}_{scd}"), delta(spark, wh, f"gold_{stream}_{scd}")
-            assert a.columns == b.columns
-            assert table_rows(a, lineage) == table_rows(b, lineage), (files, scd)
-    assert delta(spark, wh, "gold_purchases_kafka_scd2").count() == 2  # seed insert and update, closed by the delete
-    assert delta(spark, wh, "gold_customers_kafka_scd1").count() == 4  # tests/test_qlik.py's story
 
 
 _QLIK_ROW = {"type": "record", "name": "Row", "namespace": "dbo.customers", "fields": [
