@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 WAREHOUSE ?= warehouse
 CONFIG ?= config/pipeline.yml
 
-.PHONY: setup run test test-fast test-explore bench clean
+.PHONY: setup run test test-fast test-explore coverage bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -12,11 +12,19 @@ setup:
 run: setup
 	$(VENV)/bin/sqlcdc run --config $(CONFIG) --warehouse $(WAREHOUSE)
 
+# Two worker processes that take whole files (one SparkSession each; docs/testing.md has the figures).
+PYTEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+
 test: setup
-	$(PY) -m pytest -q
+	$(PYTEST)
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not e2e"
+	$(PYTEST) -m "not e2e"
+
+# Line coverage of src/sqlcdc (in the test processes; the `spark-pipelines` subprocesses are not traced).
+coverage: setup
+	$(PYTEST) --cov=sqlcdc --cov-report=term --cov-report=json:coverage.json
 
 # Property tests with fresh random examples, 20x as many (about 30 min); CI's are fixed.
 test-explore: setup

@@ -19,6 +19,16 @@ SEEDS = ROOT.parent / "shared" / "seeds"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Files with real `spark-pipelines` runs (marker ``e2e``) first, the rest in their order.
+
+    `make test` runs two workers that take whole files (``-n 2 --dist loadfile``); the e2e files take
+    minutes each, so they start first and the short files fill the other worker around them
+    (longest first: neither worker is left with one long file at the end)."""
+    heavy = {item.path for item in items if item.get_closest_marker("e2e")}
+    items.sort(key=lambda item: item.path not in heavy)  # stable: the order within a file is kept
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from sqlcdc.runtime import local_spark
