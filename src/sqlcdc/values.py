@@ -24,6 +24,19 @@ Encodings (``ColumnSpec.encoding``):
 
 Times of day become ``string`` (``HH:mm:ss.SSSSSS``): Delta 4.4 has no TIME type.
 
+Data never raises (Spark 4 runs with ANSI mode on: every conversion here is a ``try_``-style
+expression, range-checked before any arithmetic that could overflow), and nothing is silently
+changed. A value gets NULL -- and :func:`value_error` a reason naming the column and the
+problem -- when it is outside SQL Server's domain for its type:
+
+- decimal: more digits than the precision, or more digits after the point than the scale
+  (``10.005`` into decimal(10,2) is refused, never rounded to 10.01; ``10.500`` is fine);
+- date, datetime2, datetimeoffset (any encoding): outside year 1..9999;
+- times of day: outside 0 .. 24:00 (exclusive);
+- float/real: NaN and ±Infinity (an overflow such as ``1e400`` included);
+- unsigned source types (CES ``tinyint``, Qlik ``UINT1..8``): negative or above their maximum;
+- text: holding U+FFFD, the mark of invalid UTF-8 replaced when the file was read.
+
 Example::
 
     spec = ColumnSpec("price", "decimal(10,2)", "base64_decimal")
@@ -32,6 +45,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import Column
@@ -78,90 +92,260 @@ class ColumnSpec:
             )
 
 
+# SQL Server's domains (the checks every producer's values pass; see :func:`typed_value`).
+_EPOCH_DAY_MIN, _EPOCH_DAY_MAX = -719162, 2932896  # 0001-01-01 .. 9999-12-31
+_EPOCH_MS_MIN, _EPOCH_MS_MAX = -62135596800000, 253402300799999  # 0001-01-01 00:00 .. 9999-12-31 23:59:59.999
+_UNIT_PER_MS = {"MILLISECOND": 1, "MICROSECOND": 1000, "NANOSECOND": 1000000}
+_DAY_MS = 86400000
+_DATE_RANGE = ("DATE'0001-01-01'", "DATE'9999-12-31'")
+_TS_RANGE = {
+    "timestamp_ntz": ("TIMESTAMP_NTZ'0001-01-01 00:00:00'", "TIMESTAMP_NTZ'9999-12-31 23:59:59.999999'"),
+    "timestamp": ("TIMESTAMP'0001-01-01 00:00:00+00:00'", "TIMESTAMP'9999-12-31 23:59:59.999999+00:00'"),
+}
+_OUT_OF_RANGE_DATE = "outside SQL Server's range (year 1..9999)"
+#: Unsigned source types (CES ``tinyint``, Qlik ``UINT*``) land in a wider signed Spark type:
+#: their range is checked, so -1 or 256 is a quarantine, not a value.
+_UNSIGNED_MAX = {"tinyint": 255, "uint1": 255, "uint2": 65535, "uint4": 4294967295, "uint8": 18446744073709551615}
+_DECIMAL_RE = re.compile(r"^\s*(?:decimal|numeric|dec)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$", re.I)
+_INTEGRAL_TEXT = r"^\s*[+-]?[0-9]{1,38}\s*$"
+_PLAIN_NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
+_SCI_NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)[eE][+-]?[0-9]{1,4}$"
+_INF = float("inf")
+
+
+def _dec(n: int) -> Column:
+    """An integer literal of any size (``F.lit`` stops at 64 bits)."""
+    return F.expr(f"CAST('{n}' AS DECIMAL(38,0))")
+
+
 def _integral(raw: Column) -> Column:
-    return raw.try_cast("decimal(38,0)").cast("bigint")
+    """Integer text -> decimal(38,0), exactly; NULL for anything else (``1.5``, ``1e3``, 39+ digits)."""
+    return F.when(raw.rlike(_INTEGRAL_TEXT), F.trim(raw).try_cast("decimal(38,0)"))
 
 
 def _since_epoch(raw: Column, unit: str) -> Column:
-    return F.timestamp_add(unit, _integral(raw), F.expr(_EPOCH_NTZ))
+    """Units since 1970-01-01 -> timestamp_ntz, NULL outside 0001-01-01 .. 9999-12-31 (no overflow)."""
+    n = _integral(raw)
+    per_ms = _UNIT_PER_MS[unit]
+    in_range = n.between(_dec(_EPOCH_MS_MIN * per_ms), _dec(_EPOCH_MS_MAX * per_ms + per_ms - 1))
+    if unit == "NANOSECOND":  # Spark timestamps hold microseconds
+        n, unit = F.floor(F.try_divide(n, F.lit(1000))), "MICROSECOND"
+    return F.when(in_range, F.timestamp_add(unit, n.try_cast("bigint"), F.expr(_EPOCH_NTZ)))
 
 
 def _time_of_day(raw: Column, unit: str) -> Column:
-    return F.date_format(_since_epoch(raw, unit), "HH:mm:ss.SSSSSS")
+    """Units since midnight -> ``HH:mm:ss.SSSSSS``; NULL outside one day (no wrapping into the next)."""
+    n = _integral(raw)
+    per_ms = _UNIT_PER_MS[unit]
+    in_day = n.between(_dec(0), _dec(_DAY_MS * per_ms - 1))
+    micros = F.floor(F.try_divide(n, F.lit(1000))) if unit == "NANOSECOND" else n
+    unit = "MICROSECOND" if unit == "NANOSECOND" else unit
+    return F.when(in_day, F.date_format(F.timestamp_add(unit, micros.try_cast("bigint"), F.expr(_EPOCH_NTZ)), "HH:mm:ss.SSSSSS"))
 
 
-def _decimal_from_base64(raw: Column, spark_type: str) -> Column:
-    """Big-endian two's complement bytes (base64) -> unscaled integer -> decimal with the scale."""
-    b = F.unbase64(raw)
-    h = F.hex(b)
-    n = F.length(b)
-    unsigned = F.aggregate(
-        F.sequence(F.lit(0), n - 1),
-        F.lit(0).cast("decimal(38,0)"),
-        lambda acc, i: (acc * F.lit(256) + F.conv(F.substring(h, i * 2 + 1, 2), 16, 10).cast("int")).cast(
-            "decimal(38,0)"
-        ),
-    )
-    negative = F.conv(F.substring(h, 1, 2), 16, 10).cast("int") >= 128
-    signed = F.when(negative, unsigned - F.pow(F.lit(256), n).cast("decimal(38,0)")).otherwise(unsigned)
-    scale = _decimal_scale(spark_type)
-    return (signed.cast("decimal(38,0)") / F.pow(F.lit(10), F.lit(scale)).cast("decimal(38,0)")).cast(spark_type)
+def _decimal_type(spark_type: str) -> tuple[int, int] | None:
+    """(precision, scale) of a decimal Spark type name, else None. ``decimal`` alone = (10, 0)."""
+    m = _DECIMAL_RE.match(spark_type)
+    if not m:
+        return None
+    return int(m.group(1) or 10), int(m.group(2) or 0)
 
 
 def _decimal_scale(spark_type: str) -> int:
-    inside = spark_type[spark_type.find("(") + 1 : spark_type.find(")")] if "(" in spark_type else "10,0"
-    parts = [p.strip() for p in inside.split(",")]
-    return int(parts[1]) if len(parts) > 1 else 0
+    found = _decimal_type(spark_type)
+    return found[1] if found else 0
 
 
-def typed_value(raw: Column, spec: ColumnSpec) -> Column:
-    """The Spark expression that turns ``raw`` (text, or NULL) into ``spec.spark_type``."""
+def _exact_decimal(raw: Column, spark_type: str) -> Column:
+    """Decimal text -> ``spark_type`` without rounding: NULL when the value has more significant
+    digits after the point than the scale (``10.005`` into decimal(10,2)), or does not fit."""
+    p, s = _decimal_type(spark_type) or (38, 0)
+    t = F.trim(raw)
+    typed = t.try_cast(spark_type)
+    excess = F.substring(F.regexp_extract(t, r"\.([0-9]*)$", 1), s + 1, 1 << 20)
+    plain_ok = t.rlike(_PLAIN_NUMBER) & excess.rlike("^0*$")
+    # 1.0005e1: compare with the same value read at the widest scale that keeps the integer digits
+    wide = t.try_cast(f"decimal(38,{38 - (p - s)})")
+    sci_ok = t.rlike(_SCI_NUMBER) & (wide == typed)
+    return F.when(plain_ok | sci_ok, typed)
+
+
+def _decimal_problem(raw: Column, spark_type: str) -> Column:
+    p, s = _decimal_type(spark_type) or (38, 0)
+    t = F.trim(raw)
+    number = t.rlike(_PLAIN_NUMBER) | t.rlike(_SCI_NUMBER)
+    fits = t.try_cast(f"decimal(38,{38 - (p - s)})").isNotNull()
+    return F.when(number & fits, F.lit(f"more than {s} digits after the decimal point (would be rounded)")).when(
+        number, F.lit(f"out of range for decimal({p},{s})")
+    )
+
+
+def _decimal_from_base64(raw: Column, spark_type: str) -> Column:
+    """Big-endian two's complement bytes (base64) -> unscaled integer -> decimal with the scale.
+
+    Exact: the unscaled integer is built with overflow-checked arithmetic (a negative value from
+    its one's complement, so 16-byte values stay in range), then the decimal point is placed in
+    its text; a value that does not fit ``spark_type`` is NULL, never rounded or raised."""
+    b = F.try_to_binary(raw, F.lit("base64"))
+    h = F.hex(b)
+    n = F.length(b)
+    negative = F.conv(F.substring(h, 1, 2), 16, 10).cast("int") >= 128
+
+    def step(acc: Column, i: Column) -> Column:
+        byte = F.conv(F.substring(h, i * 2 + 1, 2), 16, 10).cast("int")
+        digit = F.when(negative, F.lit(255) - byte).otherwise(byte)
+        return F.try_add(F.try_multiply(acc, F.lit(256)), digit).try_cast("decimal(38,0)")
+
+    magnitude = F.aggregate(F.sequence(F.lit(0), F.greatest(n - 1, F.lit(0))), F.lit(0).cast("decimal(38,0)"), step)
+    signed = F.when(negative, F.try_subtract(F.lit(-1).cast("decimal(38,0)"), magnitude)).otherwise(magnitude)
+    signed = F.when(n > 0, signed)
+    scale = _decimal_scale(spark_type)
+    text = signed.cast("string")
+    if scale > 0:
+        sign = F.when(text.startswith("-"), F.lit("-")).otherwise(F.lit(""))
+        digits = F.regexp_replace(text, "^-", "")
+        padded = F.when(F.length(digits) > scale, digits).otherwise(F.lpad(digits, scale + 1, "0"))
+        cut = F.length(padded) - scale
+        text = F.concat(sign, F.substring(padded, F.lit(1), cut), F.lit("."), F.substring(padded, cut + 1, scale))
+    return text.try_cast(spark_type)
+
+
+def _base_type(spark_type: str) -> str:
+    return spark_type.strip().lower()
+
+
+def _in_domain(typed: Column, spec: ColumnSpec) -> Column:
+    """True when a converted value is in SQL Server's domain for its type (NULL counts as True)."""
+    t = _base_type(spec.spark_type)
+    checks = []
+    if t == "date":
+        checks.append(typed.between(F.expr(_DATE_RANGE[0]), F.expr(_DATE_RANGE[1])))
+    elif t in _TS_RANGE:
+        lo, hi = _TS_RANGE[t]
+        checks.append(typed.between(F.expr(lo), F.expr(hi)))
+    elif t in ("float", "double", "real"):
+        checks.append(~F.isnan(typed) & (F.abs(typed) != F.lit(_INF)))
+    elif t == "string" and spec.encoding == "text":
+        checks.append(~typed.contains("\ufffd"))
+    unsigned = _UNSIGNED_MAX.get(_source_base(spec))
+    if unsigned is not None:
+        checks.append(typed.between(F.lit(0), _dec(unsigned)))
+    ok = F.lit(True)
+    for c in checks:
+        ok = ok & c
+    return F.coalesce(ok, F.lit(True))
+
+
+def _source_base(spec: ColumnSpec) -> str:
+    st = (spec.source_type or "").strip().lower()
+    return re.split(r"[\s(]", st, maxsplit=1)[0] if st else ""
+
+
+def _convert(raw: Column, spec: ColumnSpec) -> Column:
+    """``raw`` -> ``spec.spark_type`` by its encoding, before the domain checks (NULL = unreadable)."""
     enc, t = spec.encoding, spec.spark_type
     if enc == "text":
         if t.lower() == "binary":
-            return F.unbase64(raw)
+            return F.try_to_binary(raw, F.lit("base64"))
         if t.lower() == "boolean":
             low = F.lower(F.trim(raw))
             return F.when(low.isin("true", "1"), F.lit(True)).when(low.isin("false", "0"), F.lit(False))
+        if _decimal_type(t):
+            return _exact_decimal(raw, t)
         return raw.try_cast(t)
     if enc == "base64":
-        return F.when(raw.rlike(r"^[A-Za-z0-9+/]*={0,2}$"), F.unbase64(raw))
+        return F.when(raw.rlike(r"^[A-Za-z0-9+/]*={0,2}$"), F.try_to_binary(raw, F.lit("base64")))
     if enc == "hex":
         digits = F.regexp_replace(raw, r"^0[xX]", "")
         return F.when(digits.rlike(r"^([0-9A-Fa-f]{2})*$"), F.unhex(digits))
     if enc == "base64_decimal":
         # decimal.handling.mode=precise gives base64; =string/=double gives plain numbers.
-        return F.when(raw.rlike(r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$"), raw.try_cast(t)).otherwise(
+        return F.when(raw.rlike(r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$"), _exact_decimal(raw, t)).otherwise(
             F.when(raw.rlike(r"^[A-Za-z0-9+/]+={0,2}$"), _decimal_from_base64(raw, t))
         )
     if enc == "epoch_day":
-        return F.date_add(F.lit("1970-01-01").cast("date"), _integral(raw).cast("int"))
+        n = _integral(raw)
+        return F.when(
+            n.between(_dec(_EPOCH_DAY_MIN), _dec(_EPOCH_DAY_MAX)),
+            F.date_add(F.lit("1970-01-01").cast("date"), n.try_cast("int")),
+        )
     if enc == "epoch_millis":
         return _since_epoch(raw, "MILLISECOND")
     if enc == "epoch_micros":
         return _since_epoch(raw, "MICROSECOND")
     if enc == "epoch_nanos":
-        return _since_epoch(F.floor(_integral(raw) / F.lit(1000)).cast("string"), "MICROSECOND")
+        return _since_epoch(raw, "NANOSECOND")
     if enc == "millis_of_day":
         return _time_of_day(raw, "MILLISECOND")
     if enc == "micros_of_day":
         return _time_of_day(raw, "MICROSECOND")
     if enc == "nanos_of_day":
-        return _time_of_day(F.floor(_integral(raw) / F.lit(1000)).cast("string"), "MICROSECOND")
+        return _time_of_day(raw, "NANOSECOND")
     raise ValueError(f"column {spec.name!r}: unknown encoding {enc!r}")  # pragma: no cover
 
 
+def typed_value(raw: Column, spec: ColumnSpec) -> Column:
+    """The Spark expression that turns ``raw`` (text, or NULL) into ``spec.spark_type``.
+
+    Data never raises here (ANSI mode or not): text that does not convert, a number that does
+    not fit, a decimal with more digits after the point than the scale (never rounded), a date or
+    time outside SQL Server's range (year 1..9999), a float NaN/±Infinity, text holding U+FFFD
+    (invalid UTF-8 replaced on read), an unsigned source value out of its range all give NULL,
+    and :func:`value_error` says why.
+    """
+    typed = _convert(raw, spec)
+    return F.when(_in_domain(typed, spec), typed)
+
+
+def _problem(raw: Column, spec: ColumnSpec) -> Column:
+    """Why ``raw`` has no typed value, where more can be said than "cannot read" (else NULL)."""
+    t = _base_type(spec.spark_type)
+    enc = spec.encoding
+    unsigned = _UNSIGNED_MAX.get(_source_base(spec))
+    if unsigned is not None or t == "date" or t in _TS_RANGE or t in ("float", "double", "real", "string"):
+        converted = _convert(raw, spec)
+        domain = _in_domain(converted, spec)
+    out = F.lit(None).cast("string")
+    if enc in ("epoch_day", "epoch_millis", "epoch_micros", "epoch_nanos"):
+        out = F.when(_integral(raw).isNotNull(), F.lit(_OUT_OF_RANGE_DATE))
+    elif enc in ("millis_of_day", "micros_of_day", "nanos_of_day"):
+        out = F.when(_integral(raw).isNotNull(), F.lit("outside one day (negative, or 24:00:00 and later)"))
+    elif _decimal_type(spec.spark_type) and enc in ("text", "base64_decimal"):
+        out = _decimal_problem(raw, spec.spark_type)
+        if enc == "base64_decimal":
+            out = F.coalesce(out, F.when(F.try_to_binary(raw, F.lit("base64")).isNotNull(),
+                                         F.lit(f"unscaled value out of range for {spec.spark_type}")))
+    elif t == "date" or t in _TS_RANGE:
+        out = F.when(converted.isNotNull() & ~domain, F.lit(_OUT_OF_RANGE_DATE))
+    elif t in ("float", "double", "real"):
+        out = F.when(F.isnan(converted), F.lit("NaN is not a SQL Server float value")).when(
+            converted.isNotNull() & ~domain, F.lit("±Infinity (or an overflow) is not a SQL Server float value"))
+    elif t == "string" and enc == "text":
+        out = F.when(converted.isNotNull() & ~domain,
+                     F.lit("text holds U+FFFD: invalid UTF-8 (or a lone surrogate) was replaced when read"))
+    if unsigned is not None:
+        out = F.coalesce(out, F.when(converted.isNotNull() & ~domain, F.lit(f"outside 0..{unsigned} for {spec.source_type}")))
+    return out
+
+
 def value_error(raw: Column, typed: Column, spec: ColumnSpec) -> Column:
-    """A message when ``raw`` was given but did not convert to ``spec.spark_type``, else NULL."""
+    """A message when ``raw`` was given but did not convert to ``spec.spark_type``, else NULL.
+
+    ``column price: cannot read ["10.005"] as decimal(10,2) (text): more than 2 digits after the
+    decimal point (would be rounded)``; the part after the last colon is there when the value is
+    out of SQL Server's domain rather than unreadable.
+    """
+    base = F.format_string(
+        "column %s: cannot read %s as %s (%s)",
+        F.lit(spec.name),
+        F.substring(F.to_json(F.array(raw)), 1, 120),
+        F.lit(spec.spark_type),
+        F.lit(spec.encoding),
+    )
+    problem = _problem(raw, spec)
     return F.when(
         raw.isNotNull() & typed.isNull(),
-        F.format_string(
-            "column %s: cannot read %s as %s (%s)",
-            F.lit(spec.name),
-            F.substring(F.to_json(F.array(raw)), 1, 120),
-            F.lit(spec.spark_type),
-            F.lit(spec.encoding),
-        ),
+        F.when(problem.isNotNull(), F.concat(base, F.lit(": "), problem)).otherwise(base),
     )
 
 
