@@ -177,6 +177,60 @@ def rule_names(schema: dict[str, Any]) -> list[str]:
     return [NOT_JSON] + [name for name, _ in _rules(schema, _Node("NULL"), "$")]
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value (NaN/Infinity literals are not JSON)")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k[:100]!r} in one object")
+        out[k] = v
+    return out
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` for explainers, as strict as Spark's parser (which flagged the row): a
+    NaN/Infinity literal or a duplicate key is refused, and JSON nested deeper than Python's stack
+    is a :class:`ValueError` ("JSON nested too deeply ...") instead of a RecursionError that
+    would fail the Spark job. Every error is a :class:`ValueError` with a message for the reason.
+
+    >>> loads('{"a": 1, "a": 2}')
+    Traceback (most recent call last):
+    ValueError: duplicate key 'a' in one object
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise ValueError(
+            f"JSON nested too deeply ({_depth(text)} levels of arrays/objects; more than this reader's "
+            "limit of about a thousand)"
+        ) from None
+
+
+def _depth(text: str) -> int:
+    """Maximum nesting of ``[``/``{`` outside strings (a rough count for the message)."""
+    depth = best = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
 def explain(schema_file: str, text: str | None, *, limit: int = 2000) -> str | None:
     """The jsonschema message for one document (``None`` when it is valid or ``text`` is None).
 
@@ -188,10 +242,12 @@ def explain(schema_file: str, text: str | None, *, limit: int = 2000) -> str | N
     if text.startswith(UNDECODABLE):
         return text[:limit]
     try:
-        doc = json.loads(text)
+        doc = loads(text)
+        errors = list(validator(schema_file).iter_errors(doc))
     except ValueError as e:
-        return f"not JSON: {e}"
-    errors = list(validator(schema_file).iter_errors(doc))
+        return f"not JSON: {e}"[:limit]
+    except RecursionError:  # a valid but very deep document the validator walks into
+        return f"JSON nested too deeply ({_depth(text)} levels) to validate"
     return describe(errors)[:limit] if errors else None
 
 
