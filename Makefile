@@ -14,7 +14,7 @@ run: setup
 
 # Two worker processes that take whole files (one SparkSession each; docs/testing.md has the figures).
 PYTEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 test: setup
 	$(PYTEST)
