@@ -14,7 +14,10 @@ A tombstone (a null value after a delete; in a landed file an empty line, ``null
 Ordering (:mod:`sqlcdc.lsn`): ``source.commit_lsn``, then ``source.change_lsn``, then
 ``source.event_serial_no`` (given as a number or, as in Debezium's own documentation example, a
 string). Snapshot events carry the snapshot's ``commit_lsn`` and no ``change_lsn``, so they order
-before every change committed after the snapshot. A primary-key update arrives as DELETE(old key)
+before every change committed after the snapshot. The LSNs are validated, not padded: exactly
+``xxxxxxxx:xxxxxxxx:xxxx`` (hex), never zero; a streamed event (c, u, d, t) without both, or with one
+that does not read (``27:758:5``, a JSON number), or an ``event_serial_no`` that is not an integer,
+is quarantined with the reason, never given a default sequence. A primary-key update arrives as DELETE(old key)
 serial 1 + INSERT(new key) serial 2 in the same commit; gold ends with the old key gone and the new
 key present.
 
@@ -62,6 +65,11 @@ from sqlcdc.values import ColumnSpec, provided_columns, typed_struct
 
 NAME = "debezium"
 STREAMING = True
+
+NOT_JSON = (
+    "not a JSON object: the text does not parse (a syntax error, a NaN/Infinity literal, a duplicate "
+    "key, or JSON nested deeper than the parser's limit)"
+)
 
 OPS = {"c": model.INSERT, "u": model.UPDATE, "d": model.DELETE, "r": model.SNAPSHOT, "t": model.TRUNCATE}
 
@@ -171,7 +179,8 @@ def _parsed(bronze: DataFrame) -> DataFrame:
     payload = F.from_json(payload_text, _PAYLOAD_DDL)
     not_object = ~F.trim(F.col("value")).startswith("{")
     error = (
-        F.when(F.try_parse_json(F.col("value")).isNull() | not_object, F.lit("not a JSON object"))
+        F.when(not_object, F.lit("not a JSON object"))
+        .when(F.try_parse_json(F.col("value")).isNull(), F.lit(NOT_JSON))
         .when(payload_text.isNull(), F.lit("missing `payload` (and no payload-only fields `op`/`source`)"))
         .when(payload["op"].isNull(), F.lit("missing `payload.op`"))
         .when(~payload["op"].isin(*OPS), F.format_string("unknown op '%s' (expected one of c, u, d, r, t)", payload["op"]))
@@ -210,6 +219,34 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
 # --- decoding ------------------------------------------------------------------------------------
 
 
+def _ordering_problems(op: Column, src: Column) -> Column:
+    """Why the event cannot be ordered (``array<string>``, NULLs for what is fine).
+
+    ``commit_lsn`` and ``change_lsn`` are exactly ``xxxxxxxx:xxxxxxxx:xxxx`` (hex), never zero;
+    streamed events (c, u, d, t) must carry both; a snapshot read (r) may lack them (it orders
+    before every change, :mod:`sqlcdc.lsn`). ``event_serial_no``, when given, is an integer >= 0.
+    """
+    streamed = op != "r"
+    serial = src["event_serial_no"]
+    return F.array(
+        F.when(streamed & src["commit_lsn"].isNull(), F.format_string(
+            "missing source.commit_lsn: a '%s' event cannot be ordered without it", op)),
+        lsn.lsn_problem(src["commit_lsn"], "source.commit_lsn", "debezium"),
+        F.when(streamed & src["change_lsn"].isNull(), F.format_string(
+            "missing source.change_lsn: a '%s' event cannot be ordered without it", op)),
+        lsn.lsn_problem(src["change_lsn"], "source.change_lsn", "debezium"),
+        F.when(serial.isNotNull() & ~F.trim(serial).rlike(r"^[0-9]{1,18}$"), F.format_string(
+            "source.event_serial_no '%s' is not an integer >= 0", F.substring(serial, 1, 40))),
+    )
+
+
+def _epoch_millis(ms: Column) -> Column:
+    """``ts_ms`` text -> timestamp (NULL when absent or not an integer within year 1..9999)."""
+    ok = F.trim(ms).rlike(r"^-?[0-9]{1,15}$")
+    n = F.when(ok, F.trim(ms).try_cast("bigint"))
+    return F.when(n.between(F.lit(-62135596800000), F.lit(253402300799999)), F.timestamp_millis(n))
+
+
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
     """Bronze rows of ``table`` -> canonical changes; rows whose values or keys don't read -> quarantine."""
     keys = list(table.keys)
@@ -230,6 +267,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         F.filter(F.array(*[F.lit(n) for n in names]), lambda n: ~F.element_at(p["before"], n).eqNullSafe(F.element_at(p["after"], n))),
     ).when(p["op"].isin("c", "r"), F.array(*[F.lit(n) for n in names]))
     serial = F.coalesce(src["event_serial_no"].try_cast("bigint"), F.lit(0))
+    ts_ms = _epoch_millis(src["ts_ms"])
     change_id = record_id(
         src["name"], src["db"], src["schema"], src["table"], p["op"], src["commit_lsn"], src["change_lsn"],
         src["event_serial_no"], F.to_json(p["before"]), F.to_json(p["after"]),
@@ -246,6 +284,10 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     reasons = F.filter(
         F.concat(
             F.array(missing_image),
+            _ordering_problems(p["op"], src),
+            F.array(F.when(src["ts_ms"].isNotNull() & ts_ms.isNull(), F.format_string(
+                "source.ts_ms '%s' is not a commit time (milliseconds since 1970, within year 1..9999)",
+                F.substring(src["ts_ms"], 1, 40)))),
             F.col("_value_errors"),
             F.transform(F.col("_key_nulls"), lambda k: F.format_string("key column %s is NULL", k)),
         ),
@@ -264,14 +306,16 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             key=F.col("_key"),
             before=F.when(p["before"].isNotNull(), F.col("_before")),
             after=F.when(~is_delete & p["after"].isNotNull(), F.col("_after")),
-            sequence=lsn.sequence(lsn.normalize_lsn(src["commit_lsn"]), lsn.normalize_lsn(src["change_lsn"]), serial),
+            sequence=lsn.sequence(
+                lsn.parse_lsn(src["commit_lsn"], "debezium"), lsn.parse_lsn(src["change_lsn"], "debezium"), serial
+            ),
             source_server=src["name"],
             source_database=src["db"],
             source_schema=src["schema"],
             source_table=src["table"],
             provided_columns=F.when(~is_delete, provided_columns(p["after"], columns)),
             changed_columns=changed,
-            commit_time=F.timestamp_millis(src["ts_ms"].try_cast("bigint")),
+            commit_time=ts_ms,
             transaction_id=p["transaction"]["id"],
         )
     )
@@ -332,7 +376,7 @@ def _schema_in_line(line: str, table: TableConfig) -> list[ColumnSpec] | None:
         return None
     try:
         doc = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than Python's stack
         return None
     schema, payload = doc.get("schema"), doc.get("payload")
     if not isinstance(schema, dict) or not isinstance(payload, dict):
