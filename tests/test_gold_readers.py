@@ -14,18 +14,17 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import deltalake
 import pytest
 
-deltalake = pytest.importorskip("deltalake")
-
-from sqlcdc import gold  # noqa: E402
-from sqlcdc.apply_changes import END_AT, START_AT  # noqa: E402
-from sqlcdc.config import ConfigError, load_pipeline  # noqa: E402
-from sqlcdc.incremental import merge_scd1, merge_scd2  # noqa: E402
-from test_apply_changes import SPEC1, SPEC2, ev, frame  # noqa: E402
-from test_debezium_gold import EXPECTED_SCD2, HISTORY, TABLE  # noqa: E402
-from test_gold import land  # noqa: E402
-from test_gold import scd2 as gold_scd2_rows  # noqa: E402
+from sqlcdc import gold
+from sqlcdc.apply_changes import END_AT, START_AT
+from sqlcdc.config import ConfigError, load_pipeline
+from sqlcdc.incremental import merge_scd1, merge_scd2
+from test_apply_changes import SPEC1, SPEC2, ev, frame
+from test_debezium_gold import EXPECTED_SCD2, HISTORY, TABLE
+from test_gold import land
+from test_gold import scd2 as gold_scd2_rows
 
 INITIAL = [
     ev("U", 1, 1, "ann", "oslo"),
