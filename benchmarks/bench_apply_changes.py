@@ -14,11 +14,13 @@ Usage::
     .venv/bin/python benchmarks/bench_apply_changes.py                # 1M changes, 3 batches of 1%
     .venv/bin/python benchmarks/bench_apply_changes.py --changes 200000 --scd 1
     .venv/bin/python benchmarks/bench_apply_changes.py --scd 2 --late-window 0.01 --steps   # recent late events
+    .venv/bin/python benchmarks/bench_apply_changes.py --scd 2 --deletion-vectors   # SCD2 gold with deletion vectors
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import tempfile
 import time
@@ -98,6 +100,8 @@ def main() -> None:
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--steps", action="store_true", help="print where each incremental SCD2 run spends its time")
     ap.add_argument("--no-check", action="store_true", help="skip the incremental == recompute check")
+    ap.add_argument("--deletion-vectors", action="store_true",
+                    help="SCD2 target with deletion vectors (table config deletion_vectors: true); default without")
     args = ap.parse_args()
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_apply_"))
@@ -109,11 +113,12 @@ def main() -> None:
     touched = f"{args.hot_keys:,} hot keys" if args.hot_keys else "keys drawn from all"
     print(f"history: {args.changes:,} changes over {args.keys:,} keys; {args.batches} batches of "
           f"{batch_n:,} ({args.fraction:.1%}, {touched}), {args.late:.0%} of each batch late "
-          f"(within the last {args.late_window:.0%} of the history); workdir {work}")
+          f"(within the last {args.late_window:.0%} of the history); SCD2 deletion vectors "
+          f"{'on' if args.deletion_vectors else 'off'}; workdir {work}")
 
     for kind in kinds:
         spec = ApplyChangesSpec(keys=["id"], stored_as_scd_type=kind, table=f"bench_scd{kind}")
-        merge = merge_scd1 if kind == 1 else merge_scd2
+        merge = merge_scd1 if kind == 1 else functools.partial(merge_scd2, deletion_vectors=args.deletion_vectors)
         compute = scd1 if kind == 1 else scd2
         target = str(work / f"scd{kind}")
         recomputed = str(work / f"scd{kind}_recompute")

@@ -62,6 +62,10 @@ prints where an SCD2 run goes). How far back late events reach decides what SCD2
   every closed version that ended after the earliest one, about half the target: 1M, 1%:
   9.0-9.3 s vs 6.2-6.8 s (0.7-0.8x, as before the layout); 4M, 10k batches: 12.6-12.8 s vs
   16.4-17.6 s (1.3-1.4x).
+* The SCD2 figures above were measured with deletion vectors on (then the default). Without them
+  (``--deletion-vectors`` toggles it), 200k changes over 20k keys, 1% batches, two runs each on a
+  loaded machine: batches 2-3 took 23.8-36.1 s without (target MERGE 8.3-16.2 s) and 24.1-27.8 s
+  with (MERGE 8.7-10.3 s): within the noise at that size.
 * What is left per SCD2 run (4M, 10k batches): state route 1.3-1.9 s and state append about 1 s
   (both follow the number of keys), late keys' log read and replay 2.2-2.6 s (reads the whole log:
   it follows the history), MERGE 2.4 s, log append 0.3-0.5 s.
