@@ -170,6 +170,18 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
         n_quarantined = table(spark, wh, f"quarantine_{src}").count()
         assert (n_landed, n_silver + n_quarantined + skipped) == (landed_n, landed_n)
 
+    # Every gold table opens outside Spark: delta-rs (what pandas and Polars use) reads the same rows.
+    import deltalake
+
+    gold = sorted(p.name for p in (wh / "tables").iterdir() if p.name.startswith("gold_") and "__" not in p.name)
+    assert len(gold) == 6
+    for name in gold:
+        via_rs = deltalake.DeltaTable(str(wh / "tables" / name)).to_pandas()
+        via_spark = table(spark, wh, name)
+        assert list(via_rs.columns) == via_spark.columns, name
+        key = via_spark.columns[0]  # the tables' first key column (id, purchase_id, ID)
+        assert sorted(via_rs[key].tolist()) == sorted(r[0] for r in via_spark.select(key).collect()), name
+
 
 def test_a_broken_config_stops_before_spark_starts(tmp_path):
     base = tmp_path / "config"
