@@ -395,27 +395,43 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
 
 
 def lsn_text(raw: Column) -> Column:
-    """An LSN in any export spelling (``0x`` hex, bare hex, base64 of binary(10)) -> 20 hex digits."""
+    """An LSN in an export spelling -> 20 hex digits; NULL unless it is exactly a binary(10).
+
+    Spellings: ``0x`` + 20 hex digits, 20 bare hex digits (``bcp``), or base64 of the 10 bytes
+    (16 characters ending ``==``: ``FOR JSON``, and Parquet binary as bronze renders it). A short
+    or long value (``0x01``, 24 digits), non-hex text or the zero LSN is NULL: never padded.
+    """
     t = F.trim(raw)
-    return F.when(t.rlike(r"^[A-Za-z0-9+/]{14}==$"), lsn.binary_lsn(F.unbase64(t))).otherwise(lsn.normalize_lsn(t))
+    return F.when(
+        t.rlike(r"^[A-Za-z0-9+/]{14}==$"), lsn.binary_lsn(F.try_to_binary(t, F.lit("base64")))
+    ).otherwise(lsn.parse_lsn(t, "hex"))
+
+
+def _json_number(value: Column, name: str) -> Column:
+    """True when ``name`` in the JSON row ``value`` is a JSON number, not text (LSNs are text or
+    binary: 12345678901234567890 as a number is not the LSN 0x12345678901234567890)."""
+    field = F.try_variant_get(F.try_parse_json(value), "$['" + name + "']", "variant")
+    return F.coalesce(F.schema_of_variant(field) != F.lit("STRING"), F.lit(False))
 
 
 def binary_hex(raw: Column, prefer_base64: bool | Column = False) -> Column:
     """Binary text (``0x`` hex, bare hex, base64) -> upper-case hex digits, NULL when unreadable.
 
     Text that reads both ways (``AAAf``) is hex unless ``prefer_base64`` (a flag or a per-row
-    condition) says base64; ``0x`` always means hex.
+    condition) says base64; ``0x`` always means hex (``0xZZ`` is NULL, not base64), unless
+    ``prefer_base64`` says the row's binary is base64 (Parquet).
     """
     t = F.trim(raw)
     prefixed = t.rlike(r"^0[xX]([0-9A-Fa-f]{2})*$")
     bare_hex = t.rlike(r"^([0-9A-Fa-f]{2})*$")
     b64 = t.rlike(r"^[A-Za-z0-9+/]*={0,2}$") & (F.length(t) % 4 == 0)
     from_hex = F.upper(F.regexp_replace(t, r"^0[xX]", ""))
-    from_b64 = F.hex(F.unbase64(t))
+    from_b64 = F.hex(F.try_to_binary(t, F.lit("base64")))
     prefer = prefer_base64 if isinstance(prefer_base64, Column) else F.lit(bool(prefer_base64))
     return (
         F.when(prefixed, from_hex)
         .when(F.coalesce(prefer, F.lit(False)) & b64, from_b64)
+        .when(t.rlike(r"^0[xX]"), F.lit(None))  # 0x + non-hex (0xZZ): not binary, never base64
         .when(bare_hex, from_hex)
         .when(b64, from_b64)
     )
@@ -468,15 +484,21 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
     image, value_errors = typed_struct(_raw_map(m, columns, prefer_b64), columns)
     mask_raw = m[UPDATE_MASK]
     mask = binary_hex(mask_raw, prefer_b64)
+    # A 20-digit LSN must be JSON text: the same digits as a JSON number are a number (rare: only
+    # then is the row parsed a second time, as a variant, to tell).
+    def lsn_of(raw: Column, name: str) -> Column:
+        v = lsn_text(raw)
+        return F.when(F.trim(raw).rlike(r"^[0-9]{20}$") & _json_number(F.col("value"), name), F.lit(None)).otherwise(v)
+
     rows = rows.select(
         "*",
-        lsn_text(m[START_LSN]).alias("_start"),
-        lsn_text(m[SEQVAL]).alias("_seq"),
+        lsn_of(m[START_LSN], START_LSN).alias("_start"),
+        lsn_of(m[SEQVAL], SEQVAL).alias("_seq"),
         m[OPERATION].try_cast("int").alias("_op"),
         m[COMMAND_ID].try_cast("int").alias("_cmd"),
         mask.alias("_mask"),
         image.alias("_img"),
-        m[COMMIT_TIME_COLUMN].try_cast("timestamp").alias("_commit_time"),
+        commit_time(m[COMMIT_TIME_COLUMN]).alias("_commit_time"),
         value_errors.alias("_value_errors"),
     )
     keys = list(table.keys)
@@ -486,16 +508,18 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
                 F.when(m.isNull(), F.lit("not a JSON object")),
                 F.when(m.isNotNull() & m[START_LSN].isNull(), F.lit(f"missing {START_LSN}")),
                 F.when(m[START_LSN].isNotNull() & F.col("_start").isNull(),
-                       F.format_string(f"{START_LSN} %s is not an LSN (binary(10), 0x hex or base64)", m[START_LSN])),
+                       F.format_string(f"{START_LSN} %s is not an LSN ({_LSN_SHAPES})", F.substring(m[START_LSN], 1, 60))),
                 F.when(m.isNotNull() & m[SEQVAL].isNull(), F.lit(f"missing {SEQVAL}")),
                 F.when(m[SEQVAL].isNotNull() & F.col("_seq").isNull(),
-                       F.format_string(f"{SEQVAL} %s is not an LSN", m[SEQVAL])),
+                       F.format_string(f"{SEQVAL} %s is not an LSN ({_LSN_SHAPES})", F.substring(m[SEQVAL], 1, 60))),
                 F.when(m.isNotNull() & ~F.coalesce(F.col("_op").isin(1, 2, 3, 4), F.lit(False)),
                        F.format_string(f"{OPERATION} %s is not 1, 2, 3 or 4", F.coalesce(m[OPERATION], F.lit("NULL")))),
                 F.when(m[COMMAND_ID].isNotNull() & F.col("_cmd").isNull(),
                        F.format_string(f"{COMMAND_ID} %s is not an integer", m[COMMAND_ID])),
                 F.when(mask_raw.isNotNull() & mask.isNull(),
                        F.format_string(f"{UPDATE_MASK} %s is not binary (0x hex or base64)", mask_raw)),
+                F.when(m[COMMIT_TIME_COLUMN].isNotNull() & F.col("_commit_time").isNull(), F.format_string(
+                    f"{COMMIT_TIME_COLUMN} %s is not a time within year 1..9999", F.substring(m[COMMIT_TIME_COLUMN], 1, 60))),
             ),
             F.col("_value_errors"),
             F.array(*[F.when(m.isNotNull() & F.col("_img")[k].isNull(), F.lit(f"key column {k} is NULL")) for k in keys]),
@@ -503,6 +527,16 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
         lambda r: r.isNotNull(),
     )
     return rows.select("*", reasons.alias("_reasons"))
+
+
+_LSN_SHAPES = "binary(10), 0x hex or base64"
+
+
+def commit_time(raw: Column) -> Column:
+    """``tran_end_time`` text -> timestamp; NULL when it does not read or is outside year 1..9999
+    (the row is then quarantined: a commit time that cannot be read is not left out silently)."""
+    ts = raw.try_cast("timestamp")
+    return F.when(ts.between(F.expr("TIMESTAMP'0001-01-01 00:00:00+00:00'"), F.expr("TIMESTAMP'9999-12-31 23:59:59.999999+00:00'")), ts)
 
 
 def _quarantine(df: DataFrame, table: TableConfig, reason: Column) -> DataFrame:
