@@ -29,7 +29,9 @@ Validation
 Ordering
     ``sequence = (commit LSN, 20 zeros, sequence number)``: from ``data.eventsource.transaction``
     (``commitlsn``, ``sequencenumber``) when present, else parsed from ``logicalid``
-    ``<guid>:<20-hex commit LSN>:<20-digit sequence>``. CES gives no change LSN, so ``change_lsn`` is
+    ``<guid>:<20-hex commit LSN>:<20-digit sequence>``. The commit LSN is validated, not padded
+    (``0x1A``, 21 digits, non-hex text or the zero LSN: the event is quarantined with the reason;
+    so is a ``time`` outside year 1..9999). CES gives no change LSN, so ``change_lsn`` is
     :data:`sqlcdc.lsn.BEFORE_ALL`. ``commit_time`` from ``time`` (else ``transaction.committime``).
     CES carries no transaction id: ``transaction_id`` is the commit LSN, which identifies the
     transaction. ``change_id`` is ``logicalid``: shared by the segments of a split event and by
@@ -423,7 +425,14 @@ def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     lid_seq = F.nullif(F.regexp_extract(lid, lid_re, 2), F.lit("")).try_cast("decimal(20,0)").try_cast("bigint")
     tx_lsn = _get(dd, "$.eventsource.transaction.commitlsn")
     tx_seq = _get(dd, "$.eventsource.transaction.sequencenumber", "bigint")
-    commit_lsn = lsn.normalize_lsn(F.coalesce(tx_lsn, lid_lsn))
+    # The commit LSN is validated, never padded: transaction.commitlsn when the event has it (20 hex
+    # digits, optional 0x, or xxxxxxxx:xxxxxxxx:xxxx, as the data schema allows), else logicalid's.
+    commit_lsn = F.when(tx_lsn.isNotNull(), lsn.parse_lsn(tx_lsn, "hex_or_debezium")).otherwise(
+        lsn.parse_lsn(lid_lsn, "hex"))
+    lsn_problem = F.coalesce(
+        lsn.lsn_problem(tx_lsn, "data.eventsource.transaction.commitlsn", "hex_or_debezium"),
+        F.when(tx_lsn.isNull(), lsn.lsn_problem(lid_lsn, "the commit LSN in logicalid", "hex")),
+    )
     return ev.select(
         *_BRONZE,
         *_ENV_ATTRS,
@@ -437,10 +446,24 @@ def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
         _get(dd, "$.eventrow.old").alias("old_text"),
         _get(dd, "$.eventrow.current").alias("current_text"),
         commit_lsn.alias("commit_lsn"),
+        lsn_problem.alias("commit_lsn_problem"),
         F.coalesce(tx_seq, lid_seq).alias("seq_number"),
-        F.coalesce(F.col("time").try_cast("timestamp"),
-                   _get(dd, "$.eventsource.transaction.committime").try_cast("timestamp")).alias("commit_ts"),
+        F.when(F.col("time").isNotNull(), _commit_time(F.col("time"))).otherwise(
+            _commit_time(_get(dd, "$.eventsource.transaction.committime"))).alias("commit_ts"),
+        F.when(F.col("time").isNotNull() & _commit_time(F.col("time")).isNull(), F.format_string(
+            "time '%s' is not a commit time within year 1..9999", F.substring(F.col("time"), 1, 60))).when(
+            F.col("time").isNull() & _get(dd, "$.eventsource.transaction.committime").isNotNull()
+            & _commit_time(_get(dd, "$.eventsource.transaction.committime")).isNull(), F.format_string(
+                "data.eventsource.transaction.committime '%s' is not a commit time within year 1..9999",
+                F.substring(_get(dd, "$.eventsource.transaction.committime"), 1, 60))).alias("commit_ts_problem"),
     )
+
+
+def _commit_time(text: Column) -> Column:
+    """CES time text -> timestamp; NULL when it does not read or is outside year 1..9999."""
+    ts = text.try_cast("timestamp")
+    return F.when(ts.between(F.expr("TIMESTAMP'0001-01-01 00:00:00+00:00'"),
+                             F.expr("TIMESTAMP'9999-12-31 23:59:59.999999+00:00'")), ts)
 
 
 def _dedup(sorted_segs: Column) -> Column:
@@ -584,8 +607,13 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             F.when((op_raw == "INS") & cur.isNotNull() & ~has_cur, F.lit("INS event with an empty eventrow.current")),
             F.when((op_raw == "UPD") & cur.isNotNull() & ~has_cur, F.lit("UPD event with an empty eventrow.current")),
             F.when((op_raw == "DEL") & old.isNotNull() & ~has_old, F.lit("DEL event with an empty eventrow.old")),
-            F.when(F.col("commit_lsn").isNull(), F.lit(
+            F.when(F.col("commit_lsn_problem").isNotNull(), F.col("commit_lsn_problem")).when(
+                F.col("commit_lsn").isNull(), F.lit(
                 "no commit LSN: neither data.eventsource.transaction.commitlsn nor a logicalid "
+                "<guid>:<20-hex commit LSN>:<20-digit sequence>")),
+            F.col("commit_ts_problem"),
+            F.when(F.col("commit_lsn").isNotNull() & F.col("seq_number").isNull(), F.lit(
+                "no sequence number: neither data.eventsource.transaction.sequencenumber nor a logicalid "
                 "<guid>:<20-hex commit LSN>:<20-digit sequence>")),
         ),
         F.col("_key_missing"),
