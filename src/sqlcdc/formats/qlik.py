@@ -55,9 +55,10 @@ Masks (``changeMask``, ``columnMask``)
 
 Ordering (``sequence``, see :mod:`sqlcdc.lsn`)
     Qlik exposes no SQL Server LSN. ``commit_lsn`` = ``headers.changeSequence`` (fixed width,
-    monotonic across the task; all-digit values are left-padded with zeros to 40 so a wider
-    sequence still sorts after a narrower one), ``change_lsn`` = :data:`sqlcdc.lsn.BEFORE_ALL`,
-    ``serial`` = ``transactionEventCounter``. REFRESH (full load) records get
+    monotonic across the task; left-padded with zeros to 40 so a wider sequence still sorts after
+    a narrower one; a CDC message whose changeSequence is not 1 to 40 digits is quarantined with
+    the reason: it cannot be ordered, and is never given a default), ``change_lsn`` =
+    :data:`sqlcdc.lsn.BEFORE_ALL`, ``serial`` = ``transactionEventCounter``. REFRESH (full load) records get
     ``commit_lsn = BEFORE_ALL``: they order before every CDC change, as the brief requires. A
     consequence: a *reload* after CDC started would order its REFRESH rows before the CDC rows
     (Replicate reloads truncate the target first; run a full refresh of the pipeline then). Since
@@ -388,9 +389,9 @@ def explain(text: str | None, *, limit: int = 2000) -> str | None:
     if text is None:
         return "empty record (NULL line)"
     try:
-        doc = json.loads(text)
+        doc = sc.loads(text)  # strict: NaN literals, duplicate keys, deep nesting give a reason
     except ValueError as e:
-        return text[:limit] if text.startswith(sc.UNDECODABLE) else f"not JSON: {e}"
+        return text[:limit] if text.startswith(sc.UNDECODABLE) else f"not JSON: {e}"[:limit]
     if not isinstance(doc, dict):
         return f"not a JSON object but {type(doc).__name__}"
     kind, wrapped = _py_kind(doc)
@@ -398,9 +399,12 @@ def explain(text: str | None, *, limit: int = 2000) -> str | None:
         return _BAD_WRAPPER_TYPE + f" (got {doc.get('type')!r})" if wrapped else _NOT_A_MESSAGE
     what, schema_file = ("data", DATA_SCHEMA) if kind == "DT" else ("metadata", METADATA_SCHEMA)
     vals = _validators()
-    if any(vals[(kind, i)].is_valid(doc) for i in (0, 1)):
-        return None
-    errors = vals[(kind, 0 if wrapped else 1)].iter_errors(doc)
+    try:
+        if any(vals[(kind, i)].is_valid(doc) for i in (0, 1)):
+            return None
+        errors = list(vals[(kind, 0 if wrapped else 1)].iter_errors(doc))
+    except RecursionError:  # a valid but very deep document the validator walks into
+        return f"JSON nested too deeply ({sc._depth(text)} levels) to validate"
     return f"invalid Qlik {what} message ({schema_file}): " + sc.describe(errors)[:limit]
 
 
@@ -537,6 +541,7 @@ def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
         _get(h, "columnMask", as_type="string").alias("_column_mask"),
         _get(h, "externalSchemaId", as_type="string").alias("_ext_id"),
         _get(h, "transactionEventCounter", as_type="bigint").alias("_counter"),
+        _get(h, "transactionEventCounter", as_type="string").alias("_counter_text"),
         F.try_variant_get(inner, "$['data']", "map<string,string>").alias("_data"),
         F.try_variant_get(inner, "$['beforeData']", "map<string,string>").alias("_before_data"),
     )
@@ -623,7 +628,8 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     bad = bad.select(
         *model.quarantine_row(
             source_name=source.name, source_format=NAME,
-            reason=F.coalesce(F.col("_md_problem"), _explain_udf()(F.col("value"))),
+            reason=F.coalesce(F.col("_md_problem"), _explain_udf()(F.col("value")),
+                              F.array_join(F.col("_rules"), "; ")),
             rules=F.when(F.col("_valid"), F.array(F.lit("metadata"))).otherwise(F.col("_rules")),
         )
     )
@@ -652,17 +658,40 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
 
 
 def _padded_sequence(seq: Column) -> Column:
+    """``changeSequence`` (1 to :data:`SEQUENCE_WIDTH` digits) left-padded with zeros; NULL otherwise."""
     s = F.trim(seq)
-    return F.when(s.rlike("^[0-9]+$") & (F.length(s) < SEQUENCE_WIDTH), F.lpad(s, SEQUENCE_WIDTH, "0")).otherwise(s)
+    return F.when(s.rlike(_SEQUENCE_RE), F.lpad(s, SEQUENCE_WIDTH, "0"))
+
+
+_SEQUENCE_RE = f"^[0-9]{{1,{SEQUENCE_WIDTH}}}$"
+
+
+def _sequence_problem(op: Column, seq: Column) -> Column:
+    """Why a CDC message cannot be ordered (NULL when it can; REFRESH needs no changeSequence).
+
+    The seed documents ``changeSequence`` as a string, monotonic across the task, to order records
+    by; Replicate writes it as fixed-width digits. Anything else (``abc``, ``-1``, ``1.5``, more
+    than :data:`SEQUENCE_WIDTH` digits) would sort somewhere arbitrary, so it is refused.
+    """
+    return F.when(
+        (op != "REFRESH") & ~F.coalesce(F.trim(seq).rlike(_SEQUENCE_RE), F.lit(False)),
+        F.format_string(
+            f"headers.changeSequence '%s' is not a change sequence (1 to {SEQUENCE_WIDTH} digits): "
+            "the change cannot be ordered", F.substring(F.coalesce(seq, F.lit("NULL")), 1, 60)),
+    )
 
 
 def _utc(ts: Column) -> Column:
     """Replicate's UTC time text (``2023-09-11T03:23:25.000``) -> timestamp, whatever the session zone."""
     ntz = ts.try_cast("timestamp_ntz")
-    return F.coalesce(
-        F.convert_timezone(F.lit("UTC"), F.current_timezone(), ntz).cast("timestamp"),
+    out = F.coalesce(
+        F.convert_timezone(F.lit("UTC"), F.current_timezone(), ntz).try_cast("timestamp"),
         ts.try_cast("timestamp"),
     )
+    # outside year 1..9999 is not a SQL Server time (and Python clients cannot read it): NULL,
+    # and decode() quarantines the message
+    return F.when(out.between(F.expr("TIMESTAMP'0001-01-01 00:00:00+00:00'"),
+                              F.expr("TIMESTAMP'9999-12-31 23:59:59.999999+00:00'")), out)
 
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
@@ -762,6 +791,15 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             F.array_join(F.col("_msg_names"), ", ")))
         .when(F.lit(not keys), F.lit(
             f"{qualified} has no key: no column with primaryKeyPosition > 0 in its metadata and no `keys` in config"))
+    )
+    problem = F.coalesce(
+        problem,
+        _sequence_problem(F.col("_op"), F.col("_change_seq")),
+        F.when(F.col("_counter_text").isNotNull() & F.col("_counter").isNull(), F.format_string(
+            "headers.transactionEventCounter '%s' is not an integer of at most 18 digits: the change cannot be "
+            "ordered within its transaction", F.substring(F.col("_counter_text"), 1, 60))),
+        F.when((F.col("_op") != "REFRESH") & F.col("_ts").isNotNull() & _utc(F.col("_ts")).isNull(), F.format_string(
+            "headers.timestamp '%s' is not a UTC time within year 1..9999", F.substring(F.col("_ts"), 1, 60))),
     )
     reasons = F.filter(
         F.concat(
