@@ -67,6 +67,11 @@ SPELLINGS = {
 }
 
 
+def _digits(trimmed: Column) -> Column:
+    """An LSN's hex digits, upper case, without ``0x`` or the ``:`` separators."""
+    return F.upper(F.regexp_replace(trimmed, r"^0[xX]|:", ""))
+
+
 def parse_lsn(value: Column, spelling: str) -> Column:
     """An LSN in exactly the ``spelling`` of :data:`SPELLINGS` -> 20 upper-case hex digits.
 
@@ -74,7 +79,7 @@ def parse_lsn(value: Column, spelling: str) -> Column:
     """
     pattern, _ = SPELLINGS[spelling]
     t = F.trim(value)
-    digits = F.upper(F.regexp_replace(t, r"^0[xX]|:", ""))
+    digits = _digits(t)
     return F.when(t.rlike(pattern) & (digits != F.lit(BEFORE_ALL)), digits)
 
 
@@ -90,7 +95,7 @@ def lsn_problem(value: Column, name: str, spelling: str) -> Column:
     return F.when(value.isNull(), F.lit(None).cast("string")).when(
         ~t.rlike(pattern), F.format_string(f"{name} '%s' is not an LSN ({described})", shown)
     ).when(
-        F.upper(F.regexp_replace(t, r"^0[xX]|:", "")) == F.lit(BEFORE_ALL),
+        _digits(t) == F.lit(BEFORE_ALL),
         F.format_string(f"{name} '%s' is the zero LSN, which no change has", shown),
     )
 

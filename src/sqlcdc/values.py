@@ -118,6 +118,20 @@ def _dec(n: int) -> Column:
     return F.expr(f"CAST('{n}' AS DECIMAL(38,0))")
 
 
+def in_sql_server_range(ts: Column) -> Column:
+    """``ts`` (a timestamp) when within SQL Server's range (year 1..9999), else NULL: a commit time
+    outside it is not a SQL Server time (and Python clients cannot read it back). Decoders quarantine
+    a change whose commit time was given but is NULL here."""
+    lo, hi = _TS_RANGE["timestamp"]
+    return F.when(ts.between(F.expr(lo), F.expr(hi)), ts)
+
+
+def commit_time(text: Column) -> Column:
+    """A producer's commit-time text -> timestamp; NULL when it does not read or is outside year
+    1..9999 (:func:`in_sql_server_range`)."""
+    return in_sql_server_range(text.try_cast("timestamp"))
+
+
 def _integral(raw: Column) -> Column:
     """Integer text -> decimal(38,0), exactly; NULL for anything else (``1.5``, ``1e3``, 39+ digits)."""
     return F.when(raw.rlike(_INTEGRAL_TEXT), F.trim(raw).try_cast("decimal(38,0)"))

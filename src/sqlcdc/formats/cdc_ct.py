@@ -127,7 +127,7 @@ from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats.base import record_id
-from sqlcdc.values import ColumnSpec, typed_struct
+from sqlcdc.values import ColumnSpec, commit_time, typed_struct
 
 NAME = "cdc_ct"
 STREAMING = False
@@ -530,13 +530,6 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
 
 
 _LSN_SHAPES = "binary(10), 0x hex or base64"
-
-
-def commit_time(raw: Column) -> Column:
-    """``tran_end_time`` text -> timestamp; NULL when it does not read or is outside year 1..9999
-    (the row is then quarantined: a commit time that cannot be read is not left out silently)."""
-    ts = raw.try_cast("timestamp")
-    return F.when(ts.between(F.expr("TIMESTAMP'0001-01-01 00:00:00+00:00'"), F.expr("TIMESTAMP'9999-12-31 23:59:59.999999+00:00'")), ts)
 
 
 def _quarantine(df: DataFrame, table: TableConfig, reason: Column) -> DataFrame:

@@ -89,7 +89,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats.base import bronze_columns, read_text_lines
-from sqlcdc.values import ColumnSpec, typed_struct, typed_value, value_error
+from sqlcdc.values import ColumnSpec, commit_time, typed_struct, typed_value, value_error
 
 NAME = "ces"
 STREAMING = False
@@ -433,6 +433,10 @@ def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
         lsn.lsn_problem(tx_lsn, "data.eventsource.transaction.commitlsn", "hex_or_debezium"),
         F.when(tx_lsn.isNull(), lsn.lsn_problem(lid_lsn, "the commit LSN in logicalid", "hex")),
     )
+    # The commit time: the CloudEvents `time` when given, else transaction.committime; read once.
+    given_time = F.coalesce(F.col("time"), _get(dd, "$.eventsource.transaction.committime"))
+    given_name = F.when(F.col("time").isNotNull(), F.lit("time")).otherwise(F.lit("data.eventsource.transaction.committime"))
+    commit_ts = commit_time(given_time)
     return ev.select(
         *_BRONZE,
         *_ENV_ATTRS,
@@ -448,22 +452,11 @@ def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
         commit_lsn.alias("commit_lsn"),
         lsn_problem.alias("commit_lsn_problem"),
         F.coalesce(tx_seq, lid_seq).alias("seq_number"),
-        F.when(F.col("time").isNotNull(), _commit_time(F.col("time"))).otherwise(
-            _commit_time(_get(dd, "$.eventsource.transaction.committime"))).alias("commit_ts"),
-        F.when(F.col("time").isNotNull() & _commit_time(F.col("time")).isNull(), F.format_string(
-            "time '%s' is not a commit time within year 1..9999", F.substring(F.col("time"), 1, 60))).when(
-            F.col("time").isNull() & _get(dd, "$.eventsource.transaction.committime").isNotNull()
-            & _commit_time(_get(dd, "$.eventsource.transaction.committime")).isNull(), F.format_string(
-                "data.eventsource.transaction.committime '%s' is not a commit time within year 1..9999",
-                F.substring(_get(dd, "$.eventsource.transaction.committime"), 1, 60))).alias("commit_ts_problem"),
+        commit_ts.alias("commit_ts"),
+        F.when(given_time.isNotNull() & commit_ts.isNull(), F.format_string(
+            "%s '%s' is not a commit time within year 1..9999", given_name, F.substring(given_time, 1, 60)
+        )).alias("commit_ts_problem"),
     )
-
-
-def _commit_time(text: Column) -> Column:
-    """CES time text -> timestamp; NULL when it does not read or is outside year 1..9999."""
-    ts = text.try_cast("timestamp")
-    return F.when(ts.between(F.expr("TIMESTAMP'0001-01-01 00:00:00+00:00'"),
-                             F.expr("TIMESTAMP'9999-12-31 23:59:59.999999+00:00'")), ts)
 
 
 def _dedup(sorted_segs: Column) -> Column:

@@ -61,7 +61,7 @@ from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats.base import read_text_lines, record_id
-from sqlcdc.values import ColumnSpec, provided_columns, typed_struct
+from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, typed_struct
 
 NAME = "debezium"
 STREAMING = True
@@ -244,7 +244,7 @@ def _epoch_millis(ms: Column) -> Column:
     """``ts_ms`` text -> timestamp (NULL when absent or not an integer within year 1..9999)."""
     ok = F.trim(ms).rlike(r"^-?[0-9]{1,15}$")
     n = F.when(ok, F.trim(ms).try_cast("bigint"))
-    return F.when(n.between(F.lit(-62135596800000), F.lit(253402300799999)), F.timestamp_millis(n))
+    return in_sql_server_range(F.timestamp_millis(n))  # 15 digits of ms: no overflow on the way
 
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:

@@ -128,7 +128,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats.base import read_text_lines, record_id
-from sqlcdc.values import ColumnSpec, provided_columns, typed_struct
+from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, typed_struct
 
 NAME = "qlik"
 STREAMING = False  # silver needs the metadata messages (other rows) and is recomputed each run
@@ -690,8 +690,7 @@ def _utc(ts: Column) -> Column:
     )
     # outside year 1..9999 is not a SQL Server time (and Python clients cannot read it): NULL,
     # and decode() quarantines the message
-    return F.when(out.between(F.expr("TIMESTAMP'0001-01-01 00:00:00+00:00'"),
-                              F.expr("TIMESTAMP'9999-12-31 23:59:59.999999+00:00'")), out)
+    return in_sql_server_range(out)
 
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
