@@ -7,9 +7,14 @@ Checks, in order:
 2. the SQL of every expectation and ``sequence_by``: parsed with Spark's own parser (nothing runs)
    and, where the table config gives ``columns:``, resolved against an empty frame shaped like the
    table's silver rows, so an unknown column or a non-boolean rule is reported too;
-3. the Databricks bundle (``databricks.yml`` and what it includes): every path it names exists.
+3. the Databricks bundle (``databricks.yml`` and what it includes): every path it names exists;
+4. CES tables without ``keys:``: a run takes the keys from the landed events' ``pkkey`` when the
+   pipeline is defined, so they are looked up here the same way (a batch read of the landing
+   folder); no usable event, or a Kafka/Event Hubs source (whose topic validate does not read),
+   is a problem.
 
-Spark starts only when step 2 has SQL to check. Each problem is one line, ``file:line: field: message``.
+Spark starts only when step 2 has SQL to check or step 4 a landing folder to read (``--no-sql``:
+neither). Each problem is one line, ``file:line: field: message``.
 Exit code 0 when clean, 1 when there are problems, 2 when the config file itself is missing.
 
 Example::
@@ -105,11 +110,59 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
         if spark is None:
             spark = _spark()
         problems += expression_problems(cfg, spark)
+    if cfg is not None:
+        problems += key_discovery_problems(cfg, spark if check_sql else None, start_spark=check_sql)
     if bundle is not None:
         from sqlcdc.bundle import bundle_problems
 
         problems += bundle_problems(bundle)
     return problems
+
+
+def key_discovery_problems(cfg: PipelineConfig, spark: Any = None, *, start_spark: bool = True) -> list[str]:
+    """CES tables without ``keys:``: what would stop a run that discovers them from ``pkkey``.
+
+    A Kafka or Event Hubs source is a problem as is (validate does not read topics, and a run whose
+    topic has no event of the table yet would stop). For a landing folder the events are read as a
+    run reads them when the pipeline is defined (``sqlcdc.formats.ces.columns_for``); without Spark
+    (``--no-sql``) that check is skipped."""
+    from sqlcdc import kafka
+
+    problems: list[str] = []
+    for t in cfg.tables:
+        if t.source.format != "ces" or t.keys:
+            continue
+        where = f"{t.file or 'table config'}:1: keys"
+        if kafka.is_kafka_source(t.source):
+            problems.append(f"{where}: required for a CES table read from Kafka or Event Hubs ({t.qualified}): "
+                            "its pkkey is not looked up in the topic by validate, and a run stops when the topic "
+                            "holds no event of the table yet")
+            continue
+        if not t.source.landing:
+            problems.append(f"{where}: required: {t.qualified} has no `keys:` and source {t.source.name} no "
+                            "landing folder to find its pkkey in")
+            continue
+        if spark is None:
+            if not start_spark:
+                continue
+            spark = _spark()
+        problems += _ces_key_problems(t, spark)
+    return problems
+
+
+def _ces_key_problems(t: TableConfig, spark: Any) -> list[str]:
+    from sqlcdc.formats import ces
+
+    try:
+        with _quiet_pyspark():
+            ces.columns_for(t, t.source, spark)
+            ces.keys_for(t, t.source, spark)
+        return []
+    except ConfigError as e:
+        return list(e.problems)
+    except Exception as e:  # e.g. the landing folder does not exist: a run stops the same way
+        return [f"{t.file or 'table config'}:1: keys: {t.qualified} has no `keys:` and its pkkey cannot be read "
+                f"from {t.source.landing}: {_spark_message(e)}"]
 
 
 def _has_sql(cfg: PipelineConfig) -> bool:

@@ -479,59 +479,174 @@ def _routes(table: TableConfig) -> Column:
 
 # ----------------------------------------------------------------------------- columns & keys
 
+#: Characters Delta Lake refuses in a column name (plus the backtick, which SQL cannot quote back).
+DELTA_BAD_NAME_CHARS = " ,;{}()\n\t=`"
+_BAD_NAME_RE = "[ ,;{}()\\n\\t=`]"
+_ARGS_RE = r"^\s*[a-z][a-z0-9_ ]*?\s*(\(\s*([^)]*?)\s*\))?\s*$"
 
-def _latest_event(bronze: DataFrame, table: TableConfig) -> Any:
-    ev = events(bronze, table.source).where(_routes(table) & (F.size("_data_violations") == 0))
-    rows = (
-        ev.where(F.col("src_cols").isNotNull())
-        .orderBy(F.col("commit_lsn").desc_nulls_last(), F.col("seq_number").desc_nulls_last())
-        .select("src_cols", "pkkey")
-        .limit(1)
+
+def _type_problem(t: Column) -> Column:
+    """Why the SQL Server type name ``t`` (of ``eventsource.cols``) cannot type a column (NULL: it can).
+
+    Unknown names (``geography``) are readable: they stay strings (:func:`unknown_types`). Unreadable:
+    text that is not ``name`` or ``name(args)``, a decimal/numeric whose precision is not 1..38 or
+    whose scale is not 0..precision (SQL Server's own limits, and Spark's), a float(n) outside 1..53,
+    and arguments that are neither digits nor ``max``."""
+    low = F.lower(F.trim(t))
+    shape_ok = F.coalesce(low.rlike(_ARGS_RE), F.lit(False))
+    base = F.trim(F.regexp_extract(low, r"^\s*([a-z][a-z0-9_ ]*?)\s*(\(|$)", 1))
+    args = F.regexp_replace(F.regexp_extract(low, _ARGS_RE, 2), r"\s", "")
+    p = F.regexp_extract(args, r"^([0-9]{1,3})(,([0-9]{1,3}))?$", 1)
+    sc_ = F.regexp_extract(args, r"^([0-9]{1,3})(,([0-9]{1,3}))?$", 3)
+    p_i, s_i = p.try_cast("int"), F.coalesce(F.nullif(sc_, F.lit("")).try_cast("int"), F.lit(0))
+    shown = F.substring(t, 1, 60)
+    return (
+        F.when(~shape_ok, F.format_string("type '%s' is not a SQL Server type name", shown))
+        .when(base.isin("decimal", "numeric") & (args != "") & (
+            (p == "") | (p_i < 1) | (p_i > 38) | (s_i > p_i)), F.format_string(
+            "type '%s' cannot be held: decimal precision must be 1..38 and scale 0..precision", shown))
+        .when((base == "float") & (args != "") & ~F.coalesce(args.rlike("^[0-9]{1,2}$") & (args.try_cast("int") >= 1)
+                                                                & (args.try_cast("int") <= 53), F.lit(False)),
+              F.format_string("type '%s' cannot be held: float(n) needs n in 1..53", shown))
+        .when((args != "") & ~args.rlike("^(max|[0-9]{1,10}(,[0-9]{1,10})?)$"),
+              F.format_string("type '%s' has arguments that are neither digits nor max", shown))
+    )
+
+
+def cols_problem(cols: Column) -> Column:
+    """Why an event's ``eventsource.cols`` (``array<struct<name, type, index>>``) cannot define or
+    type the table (NULL when it can): two names equal but for case (Delta and SQL Server's default
+    collation compare names case-insensitively), a name Delta cannot store (one of
+    :data:`DELTA_BAD_NAME_CHARS`), or a type that cannot be read (:func:`_type_problem`)."""
+    names = F.transform(cols, lambda c: c["name"])
+    lowered = F.transform(names, lambda n: F.lower(n))
+    collide = F.filter(F.array_distinct(lowered),
+                       lambda n: F.size(F.filter(lowered, lambda m: m == n)) > 1)
+    bad_names = F.filter(names, lambda n: n.rlike(_BAD_NAME_RE))
+    typed = F.transform(cols, lambda c: F.when(_type_problem(c["type"]).isNotNull(), F.format_string(
+        "column %s: %s", c["name"], _type_problem(c["type"]))))
+    bad_types = F.filter(typed, lambda x: x.isNotNull())
+    problems = F.array(
+        F.when(F.size(collide) > 0, F.format_string(
+            "column names equal but for case (%s): Delta cannot hold both",
+            F.array_join(F.filter(names, lambda n: F.array_contains(collide, F.lower(n))), ", "))),
+        F.when(F.size(bad_names) > 0, F.format_string(
+            "column name(s) %s hold a character Delta cannot store in a column name (one of space , ; { } ( ) "
+            "newline tab = backtick); rename the column at the source or give the table `columns:`",
+            F.array_join(F.transform(bad_names, lambda n: F.to_json(F.array(n))), ", "))),
+        F.when(F.size(bad_types) > 0, F.array_join(bad_types, "; ")),
+    )
+    joined = F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; ")
+    return F.when(cols.isNotNull(), F.nullif(joined, F.lit("")))
+
+
+#: What :func:`columns_for` / :func:`keys_for` found in the events, for :func:`decode` (definition
+#: time: a query function must not scan or collect): ``{(source, table): {"keys": [...],
+#: "first_seen": {column: (commit_lsn, sequence)} or None}}`` (by source, its location and table).
+_discovered: dict[tuple[str, ...], dict[str, Any]] = {}
+
+
+def _key(table: TableConfig, source: SourceConfig) -> tuple[str, ...]:
+    return (source.name, str(source.landing or source.kafka or source.event_hubs), table.name, table.qualified)
+
+
+def _shapes(bronze: DataFrame, table: TableConfig) -> list[Any]:
+    """One row per distinct ``eventsource.cols`` of the table's schema-valid events: the first and
+    last commit position it was seen at, its problem (:func:`cols_problem`) and the latest ``pkkey``
+    names. One Spark job; few rows (a table has few shapes)."""
+    ev = events(bronze, table.source).where(
+        _routes(table) & (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull() & F.col("commit_lsn").isNotNull())
+    pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).alias("seq"))
+    return (
+        ev.select("src_cols", pos.alias("pos"), F.transform("pkkey", lambda p: p["name"]).alias("pk_names"))
+        .groupBy("src_cols")
+        .agg(F.min("pos").alias("first"), F.max("pos").alias("last"), F.max_by("pk_names", "pos").alias("pk_names"))
+        .select("src_cols", "first", "last", "pk_names", cols_problem(F.col("src_cols")).alias("problem"))
         .collect()
     )
-    return rows[0] if rows else None
+
+
+def _discover(table: TableConfig, source: SourceConfig, spark: SparkSession) -> dict[str, Any]:
+    """Columns, their first commit position and keys from the landed events (see :func:`columns_for`)."""
+    from sqlcdc import kafka
+
+    reader = kafka.read_bronze if kafka.is_kafka_source(source) else read_bronze
+    shapes = sorted(_shapes(reader(spark, source, streaming=False), table), key=lambda r: (r["first"]["lsn"], r["first"]["seq"]))
+    cols: list[Any] = []
+    first_seen: dict[str, tuple[str, int]] = {}
+    keys: list[str] = []
+    problems: list[str] = []
+    for shape in shapes:
+        names = [c["name"] for c in shape["src_cols"]]
+        dropped = [n for n in first_seen if n not in names]
+        if shape["problem"] or dropped:
+            problems.append(shape["problem"] or f"lacks column(s) {', '.join(dropped)} seen in earlier events")
+            continue
+        cols = sorted(shape["src_cols"], key=lambda c: (c["index"] if c["index"] is not None else 1 << 30))
+        for n in names:
+            first_seen.setdefault(n, (shape["first"]["lsn"], shape["first"]["seq"]))
+        keys = list(shape["pk_names"] or [])
+    found = {"cols": cols, "first_seen": first_seen, "keys": keys, "problems": problems}
+    return found
 
 
 def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[ColumnSpec]:
-    """The table's columns: from config ``columns:`` (SQL Server type names), else from the
-    ``eventsource.cols`` of the table's latest event in the landing folder.
+    """The table's columns: from config ``columns:`` (SQL Server type names), else discovered from
+    the ``eventsource.cols`` of the table's landed events.
+
+    Discovery takes the events' distinct ``cols`` in commit order. A set of columns that lacks a
+    column an earlier event had (a drop), names two columns equal but for case, a name Delta cannot
+    store or a type that cannot be read does not define the table (its events are quarantined by
+    :func:`decode`); otherwise it may add columns (schema evolution). The table is the latest such
+    set, in its ``index`` order. Dropping a column needs an explicit change: ``columns:`` in config.
+    The keys (``pkkey`` names of the latest event) are remembered for :func:`decode`.
 
     Raises :class:`sqlcdc.config.ConfigError` naming the table config when neither gives any column.
     """
+    key = _key(table, source)
     if table.columns:
+        if not table.keys and spark is not None:
+            keys_for(table, source, spark)  # at definition time: decode() must not scan
         return [
             spec_for_sql_type(c["name"], c["type"], ordinal=i + 1, lob=c.get("lob"))
             for i, c in enumerate(table.columns)
         ]
-    from sqlcdc import kafka
-
-    reader = kafka.read_bronze if kafka.is_kafka_source(source) else read_bronze
-    row = _latest_event(reader(spark, source, streaming=False), table) if spark is not None else None
-    if row is None:
+    found = _discover(table, source, spark) if spark is not None else None
+    if not found or not found["cols"]:
+        why = f" (events seen, none usable: {'; '.join(found['problems'])[:1000]})" if found and found["problems"] else ""
         raise ConfigError([
             f"{table.file or 'table config'}:1: columns: table {table.qualified} has no `columns:` and no valid "
-            f"CES event for it was found in {source.landing or 'its Kafka topic'}; add `columns:` (name and SQL Server type per column)"
+            f"CES event for it was found in {source.landing or 'its Kafka topic'}{why}; add `columns:` "
+            "(name and SQL Server type per column)"
         ])
-    cols = sorted(row["src_cols"], key=lambda c: (c["index"] if c["index"] is not None else 1 << 30))
-    return [spec_for_sql_type(c["name"], c["type"], ordinal=(c["index"] + 1 if c["index"] is not None else None)) for c in cols]
+    specs = [spec_for_sql_type(c["name"], c["type"], ordinal=(c["index"] + 1 if c["index"] is not None else None))
+             for c in found["cols"]]
+    _discovered[key] = {"keys": list(table.keys) or found["keys"], "first_seen": found["first_seen"],
+                        "names": [c.name for c in specs]}
+    return specs
 
 
 def keys_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None,
              bronze: DataFrame | None = None) -> list[str]:
-    """Key columns: config ``keys``, else the ``pkkey`` column names of the table's latest event."""
+    """Key columns: config ``keys``, else the ``pkkey`` column names of the table's latest usable
+    event (found by :func:`columns_for` when it ran; else looked up here: one Spark job, at
+    pipeline definition time only). ``bronze`` is accepted for compatibility and not read."""
     if table.keys:
         return list(table.keys)
-    if bronze is None:
-        if spark is None:
-            raise ConfigError([f"{table.file or 'table config'}:1: keys: table {table.qualified} has no `keys:`"])
-        bronze = read_bronze(spark, source, streaming=False)
-    row = _latest_event(bronze, table)
-    if row is None or not row["pkkey"]:
+    key = _key(table, source)
+    if _discovered.get(key, {}).get("keys"):
+        return list(_discovered[key]["keys"])
+    if spark is None:
+        raise ConfigError([f"{table.file or 'table config'}:1: keys: table {table.qualified} has no `keys:`"])
+    found = _discover(table, source, spark)
+    if not found["keys"]:
         raise ConfigError([
             f"{table.file or 'table config'}:1: keys: table {table.qualified} has no `keys:` and no CES event "
-            "with a pkkey for it was found; add `keys:`"
+            f"with a pkkey for it was found in {source.landing or 'its Kafka topic'}; add `keys:`"
         ])
-    return [p["name"] for p in row["pkkey"]]
+    prev = _discovered.get(key, {})
+    _discovered[key] = {**prev, "keys": found["keys"]}
+    return list(found["keys"])
 
 
 # ----------------------------------------------------------------------------- decode
@@ -547,12 +662,61 @@ def _image_map(text: Column) -> Column:
     return F.try_variant_get(F.try_parse_json(text), "$", "map<string,string>")
 
 
+def _decode_keys(table: TableConfig) -> list[str]:
+    """Keys for :func:`decode`: config ``keys``, else what :func:`columns_for`/:func:`keys_for` found
+    at definition time. Never a scan here: inside a pipeline query function that is an error."""
+    if table.keys:
+        return list(table.keys)
+    found = _discovered.get(_key(table, table.source), {}).get("keys")
+    if not found:
+        raise ConfigError([
+            f"{table.file or 'table config'}:1: keys: table {table.qualified} has no `keys:` and its pkkey "
+            "columns were not looked up before decoding: call ces.columns_for or ces.keys_for with a "
+            "SparkSession first (the pipeline does, when it is defined), or add `keys:`"
+        ])
+    return list(found)
+
+
+def _metadata_problems(table: TableConfig, columns: list[ColumnSpec]) -> Column:
+    """``array<string>`` of reasons the event's ``eventsource.cols`` cannot be taken, when the table's
+    columns come from the events (not from config ``columns:``): :func:`cols_problem`; and a drop:
+    the event lacks a table column that an event earlier in commit order listed. (An event older
+    than a column's first appearance may lack it: that column was added later.)"""
+    cols = F.col("src_cols")
+    if table.columns:  # the config defines the table: the events' cols neither type nor shape it
+        return F.array().cast("array<string>")
+    out = [F.when(cols.isNotNull(), F.concat(F.lit("data.eventsource.cols: "), cols_problem(cols)))]
+    found = _discovered.get(_key(table, table.source), {})
+    # only for the columns columns_for discovered (not config columns, not a caller's own list)
+    same = not table.columns and found.get("names") == [c.name for c in columns]
+    first_seen = found.get("first_seen") if same else None
+    if first_seen:
+        names = F.transform(cols, lambda c: c["name"])
+        pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).cast("bigint").alias("seq"))
+        missing = F.filter(F.array(*[
+            F.when(~F.array_contains(names, c.name) & (pos > F.struct(F.lit(first_seen[c.name][0]).alias("lsn"),
+                                                                         F.lit(first_seen[c.name][1]).cast("bigint").alias("seq"))),
+                   F.lit(c.name))
+            for c in columns if c.name in first_seen
+        ]), lambda n: n.isNotNull())
+        out.append(F.when(cols.isNotNull() & (F.size(missing) > 0), F.format_string(
+            "data.eventsource.cols lacks column(s) %s of %s, which earlier events list: the event is not taken "
+            "to drop them; dropping a column needs an explicit config change (`columns:` in the table config "
+            "without it)", F.array_join(missing, ", "), F.lit(table.qualified))))
+    return F.array(*out)
+
+
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
     """Bronze of the table's source -> the table's canonical changes + quarantine rows.
 
     Only complete events of this table (``eventsource.schema``/``tbl``, case-insensitive) are
     decoded; pending and timed-out segments and other tables are :func:`unrouted`'s. Keys are the
-    config's ``keys``, else the ``pkkey`` names of the latest event (one Spark job).
+    config's ``keys``, else the ``pkkey`` names :func:`columns_for` found when the pipeline was
+    defined (no Spark job here: a pipeline query function may not run one).
+
+    An event whose ``eventsource.cols`` cannot define the table is quarantined, never allowed to
+    reshape it: a drop of a column earlier events have, names equal but for case, a name Delta
+    cannot store, a type that cannot be read (:func:`cols_problem`).
 
     Quarantine reasons: the ``data`` schema message (jsonschema), images that are not JSON objects,
     an operation without the image it needs, values that do not read as their SQL Server type,
@@ -563,7 +727,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     source = table.source
     if not columns:
         raise ValueError(f"{table.file or 'table config'}: table {table.qualified}: no columns to decode")
-    keys = keys_for(table, source, bronze=bronze)
+    keys = _decode_keys(table)
     by_name = {c.name: c for c in columns}
     key_specs = [by_name.get(k, ColumnSpec(k, "string", source_type=None)) for k in keys]
 
@@ -594,6 +758,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     after_err, before_err = F.col("_after_err"), F.col("_before_err")
 
     problems = F.concat(
+        _metadata_problems(table, columns),
         F.array(
             F.when(old.isNull(), F.lit("data.eventrow.old is not a JSON object of column values")),
             F.when(cur.isNull(), F.lit("data.eventrow.current is not a JSON object of column values")),
