@@ -113,12 +113,17 @@ and in Python::
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
 import fnmatch
+import gzip
+import io
+import json
 import os
 import re
 from collections import defaultdict
 from typing import Iterable
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -261,12 +266,13 @@ def _to_bronze(df: DataFrame, hint: bool = False) -> DataFrame:
 
 
 def _read(spark: SparkSession, fmt: str, paths: list[str] | str, source: SourceConfig, glob: str | None) -> DataFrame:
+    """A whole remote landing folder of one format (files read together), or local JSON-lines files."""
     reader = spark.read
     if isinstance(paths, str):  # a whole (remote) landing folder
         reader = reader.option("recursiveFileLookup", "true")
         if glob:
             reader = reader.option("pathGlobFilter", glob)
-    many = [paths] if isinstance(paths, str) else paths
+    many = [paths] if isinstance(paths, str) else [_spark_path(p) for p in paths]
     if fmt == "json":
         lines = reader.format("text").load(many)
         return lines.where(F.trim("value") != "").select(
@@ -288,13 +294,289 @@ def _read(spark: SparkSession, fmt: str, paths: list[str] | str, source: SourceC
     return _to_bronze(reader.option("mergeSchema", "true").parquet(*many), hint=True)
 
 
+# --- local exports: each file read with its own header / schema ------------------------------------
+
+#: Key of a bronze row that stands for a file, or a CSV line, that could not be read as change-table
+#: rows: ``{"__sqlcdc_unreadable": <reason>, "__sqlcdc_raw": <text or null>}``. The decoder
+#: quarantines it with that reason; nothing is read from it (no value is ever defaulted).
+UNREADABLE = "__sqlcdc_unreadable"
+RAW_TEXT = "__sqlcdc_raw"
+#: The metadata columns a file must have for its rows to be read.
+REQUIRED_COLUMNS = (START_LSN, SEQVAL, OPERATION)
+_GLOB_CHARS = re.compile(r"([\[\]{}*?\\])")
+
+
+def _spark_path(path: str) -> str:
+    """A local path as Spark reads it literally (glob characters escaped: ``d[1].csv`` is a name)."""
+    return _GLOB_CHARS.sub(r"\\\1", path)
+
+
+def _file_uri(path: str) -> str:
+    """``file:/...``, percent-encoded, as Spark's ``_metadata.file_path`` spells a local file."""
+    return "file:" + quote(os.path.abspath(path), safe="/!$&'()*+,;=@~")
+
+
+def _name_problem(root: str, path: str) -> str | None:
+    """Why Spark cannot open ``path`` at all, else None (Hadoop's Path refuses ``:`` in a name)."""
+    if ":" in os.path.relpath(path, root):
+        return ("cannot be read: its path contains ':', which Hadoop's Path (Spark's file reader) refuses; "
+                "rename it (e.g. ':' -> '-') and land it again")
+    return None
+
+
+def _columns_problem(names: list[str], what: str) -> str | None:
+    """Why a file's columns cannot be mapped to change-table columns (None: they can)."""
+    problems, seen = [], set()
+    for i, n in enumerate(names, 1):
+        if n.strip() == "":
+            problems.append(f"column {i} of its {what} has no name")
+        elif n.lower() in seen:
+            problems.append(f"its {what} names column {n[:60]!r} twice")
+        elif n.startswith("__$") and n not in META_COLUMNS:
+            problems.append(f"its {what} has {n[:60]!r}, which is not a change-table column ({', '.join(META_COLUMNS)})")
+        elif n.startswith("__sqlcdc"):
+            problems.append(f"its {what} has {n[:60]!r}, a name sqlcdc reserves")
+        seen.add(n.lower())
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        shown = ", ".join(repr(n[:40]) for n in names[:6]) + (", ..." if len(names) > 6 else "")
+        problems.append(f"its {what} lacks {', '.join(missing)} (it has {shown}): not a change-table export, "
+                        "or its first line is not a header")
+    return "; ".join(problems) or None
+
+
+def _csv_header(path: str, sep: str) -> tuple[list[str] | None, str | None, str]:
+    """``(names, problem, header text)`` of a CSV export: its first record, taken by the rule the
+    Spark side uses (physical lines until the count of ``"`` is even). ``(None, None, "")``: an
+    empty file (no records at all)."""
+    taken: list[str] = []
+    quotes = 0
+    try:
+        opener = gzip.open if path.lower().endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as fh:
+            for line in fh:
+                taken.append(line.rstrip("\r\n"))
+                quotes += line.count('"')
+                if quotes % 2 == 0 or len(taken) >= 1000:
+                    break
+    except (OSError, EOFError, ValueError) as e:  # unreadable, truncated or not-gzip .gz, ...
+        return None, f"cannot be read ({type(e).__name__}: {str(e)[:200]})", ""
+    text = "\n".join(taken)
+    if not taken:
+        return None, None, ""
+    if quotes % 2:
+        return None, "cannot be read: a quote in its header line is not closed", text[:2000]
+    try:
+        names = next(csv.reader(io.StringIO(text), delimiter=sep, quotechar='"', doublequote=True, strict=True))
+    except (csv.Error, StopIteration, TypeError) as e:
+        return None, f"cannot be read: its header line is not CSV ({e})", text[:2000]
+    if names:
+        names[0] = names[0].lstrip("\ufeff")  # a UTF-8 byte order mark
+    problem = _columns_problem(names, "header")
+    return names, problem and f"cannot be mapped to change-table columns: {problem}", text[:2000]
+
+
+def _parquet_schema(path: str) -> tuple[tuple | None, str | None]:
+    """``(schema key, problem)`` of a Parquet export, from its footer (pyarrow: no Spark job)."""
+    import pyarrow.parquet as pq
+    import pyarrow.types as pat
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception as e:  # noqa: BLE001 - whatever pyarrow raises, the file is not readable Parquet
+        return None, f"is not a readable Parquet file ({type(e).__name__}: {str(e)[:200]})"
+    unreadable: list[str] = []
+
+    def walk(name: str, t) -> None:  # types Spark's Parquet reader refuses
+        if pat.is_time(t) or (pat.is_timestamp(t) and t.unit == "ns"):
+            unreadable.append(f"{name} ({t})")
+        for i in range(getattr(t, "num_fields", 0) if pat.is_struct(t) else 0):
+            walk(f"{name}.{t.field(i).name}", t.field(i).type)
+        if pat.is_list(t) or pat.is_large_list(t) or pat.is_fixed_size_list(t):
+            walk(f"{name}[]", t.value_type)
+        if pat.is_map(t):
+            walk(f"{name}{{key}}", t.key_type)
+            walk(f"{name}{{value}}", t.item_type)
+
+    for f in schema:
+        walk(f.name, f.type)
+    problems = [p for p in (_columns_problem(list(schema.names), "schema"),) if p]
+    if unreadable:
+        problems.append(f"it has column(s) of a type Spark cannot read: {', '.join(unreadable)}")
+    problem = "; ".join(problems)
+    return tuple((f.name, str(f.type)) for f in schema), problem and f"cannot be mapped to change-table columns: {problem}"
+
+
+def _unreadable_files(spark: SparkSession, found: list[tuple[str, str, str]]) -> DataFrame:
+    """One bronze row per landed file that cannot be read at all: ``(path, problem, raw text)``."""
+    rows = []
+    for path, problem, raw in found:
+        try:
+            mtime = dt.datetime.fromtimestamp(os.stat(path).st_mtime, tz=dt.timezone.utc)
+        except OSError:
+            mtime = dt.datetime.now(tz=dt.timezone.utc)
+        value = json.dumps({UNREADABLE: f"file {os.path.basename(path)} {problem}", RAW_TEXT: raw or None})
+        rows.append((value, _file_uri(path), mtime))
+    return spark.createDataFrame(rows, "value string, source_file string, ingest_time timestamp")
+
+
+def _regex_char(ch: str) -> str:
+    return ch if ch.isalnum() else "\\" + ch
+
+
+def _csv_record_regex(sep: str) -> str:
+    """One whole CSV record: fields split by ``sep``; a quoted field is ``"..."`` with ``""`` inside
+    and may span lines; an unquoted one holds no line break and does not start with ``"``.
+    Possessive loops over character classes: no backtracking, no deep regex stacks on long values."""
+    quoted = '"(?:[^"]++|"")*+"'
+    s = "".join(_regex_char(c) for c in sep)
+    if len(sep) == 1:
+        unquoted = f'[^"{s}\\r\\n][^{s}\\r\\n]*+'
+    else:
+        unquoted = f'(?!"|{s})[^\\r\\n](?:(?!{s})[^\\r\\n])*+'
+    field = f"(?:{quoted}|{unquoted})?"
+    return f"^{field}(?:{s}{field})*+$"
+
+
+def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: SourceConfig) -> DataFrame:
+    """CSV exports sharing ``header`` (one read): lines assembled into records in Spark, each record
+    parsed with ``from_csv`` against the header's positions, so a file's own header names its values.
+
+    A record is the physical lines up to the one where the count of ``"`` since it began is even (a
+    quoted value may span lines). A record that is not well-formed CSV -- a quote left open runs on
+    into the following lines, which Spark's CSV reader returns as one silently wrong value or
+    drops -- is taken apart into its lines: the first (where the quote was opened) is unreadable,
+    every following line that is a whole record on its own is read, the rest are unreadable, with
+    a reason naming the open quote's line. A record without the header's field count is unreadable.
+    Unreadable lines become :data:`UNREADABLE` bronze rows (quarantined by the decoder).
+    """
+    sep = str(source.options.get("csv_delimiter", ","))
+    null_value = str(source.options.get("csv_null_value", ""))
+    shape = _csv_record_regex(sep)
+    lines = spark.read.format("text").load([_spark_path(p) for p in paths]).select(
+        F.col("value").alias("_line"),
+        F.col("_metadata.file_path").alias("source_file"),
+        F.col("_metadata.file_modification_time").alias("ingest_time"),
+        F.col("_metadata.file_block_start").alias("_block"),
+        F.monotonically_increasing_id().alias("_mid"),  # increasing within a split of a file
+    )
+    in_file = Window.partitionBy("source_file").orderBy("_block", "_mid")
+    n_quotes = F.length("_line") - F.length(F.regexp_replace("_line", '"', ""))
+    lines = lines.select(
+        "_line", "source_file", "ingest_time", "_block", "_mid",
+        F.row_number().over(in_file).alias("_n"),
+        (F.sum(n_quotes).over(in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)) % 2 == 0).alias("_end"),
+    )
+    lines = lines.select(
+        "_line", "source_file", "ingest_time", "_n", "_end",
+        F.coalesce(F.sum(F.col("_end").cast("int")).over(in_file.rowsBetween(Window.unboundedPreceding, -1)),
+                   F.lit(0)).alias("_rec"),  # record 0 is the header
+    )
+    records = lines.where(F.col("_rec") > 0).groupBy("source_file", "_rec").agg(
+        F.sort_array(F.collect_list(F.struct("_n", "_line", "_end"))).alias("_lines"),
+        F.max("ingest_time").alias("ingest_time"),
+    )
+    text = F.array_join(F.transform("_lines", lambda x: x["_line"]), "\n")
+    records = records.select(
+        "source_file", "ingest_time", "_lines", text.alias("_text"),
+        F.element_at("_lines", -1)["_end"].alias("_closed"),
+    )
+    well_formed = F.col("_closed") & F.col("_text").rlike(shape)
+    blank = (F.size("_lines") == 1) & (F.col("_text") == "")  # Spark's CSV reader skips empty lines too
+    whole = records.where(well_formed & ~blank).select(
+        "source_file", "ingest_time", F.col("_lines")[0]["_n"].alias("_n"), F.col("_text").alias("_cand"),
+        F.lit(None).cast("string").alias("_why"),
+    )
+    split = records.where(~well_formed).select(
+        "source_file", "ingest_time",
+        F.col("_lines")[0]["_n"].alias("_open"), F.element_at("_lines", -1)["_n"].alias("_last"),
+        F.posexplode("_lines").alias("_pos", "_l"),
+    )
+    line = F.col("_l._line")
+    on_its_own = ((F.length(line) - F.length(F.regexp_replace(line, '"', ""))) % 2 == 0) & line.rlike(shape)
+    why = F.when(
+        F.col("_pos") == 0,
+        F.format_string(
+            'line %d: a quote (") is not closed where the record should end (unterminated or stray quote); '
+            "lines %d-%d would have been read as one value: they are read line by line instead",
+            F.col("_l._n"), F.col("_l._n"), F.col("_last")),
+    ).when(
+        ~on_its_own,
+        F.format_string("line %d: not a CSV record on its own (it follows the quote left open at line %d)",
+                        F.col("_l._n"), F.col("_open")),
+    )
+    split = split.where((F.col("_pos") == 0) | (line != "")).select(
+        "source_file", "ingest_time", F.col("_l._n").alias("_n"), line.alias("_cand"), why.alias("_why"),
+    )
+    cands = whole.unionByName(split)
+    ddl = ", ".join(f"c{i} string" for i in range(len(header))) + ", _bad string"
+    parsed = F.from_csv(
+        F.col("_cand"), ddl,
+        {"sep": sep, "nullValue": null_value, "escape": '"', "mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_bad"},
+    )
+    cands = cands.select("source_file", "ingest_time", "_cand", "_n", "_why", F.when(F.col("_why").isNull(), parsed).alias("_p"))
+    why = F.coalesce(
+        F.col("_why"),
+        F.when(F.col("_p._bad").isNotNull(), F.format_string(
+            "line %d: the record does not have the %d fields of the file's header", F.col("_n"), F.lit(len(header)))),
+    )
+    row = F.struct(*[F.col(f"_p.c{i}").alias(name) for i, name in enumerate(header)])
+    bad = F.struct(why.alias(UNREADABLE), F.col("_cand").alias(RAW_TEXT))
+    value = F.when(why.isNull(), F.to_json(row, {"ignoreNullFields": "false"})).otherwise(
+        F.to_json(bad, {"ignoreNullFields": "false"}))
+    return cands.select(value.alias("value"), "source_file", "ingest_time")
+
+
+def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: str | None, glob: str | None) -> list[DataFrame]:
+    """Bronze frames of a local landing: JSON lines read together (a line is a record), CSV files
+    grouped by their own header and Parquet files by their own schema (one read per group, so a
+    file's columns are read by name, whatever their order or types in other files), and a frame
+    of the files that cannot be read at all (see :data:`UNREADABLE`)."""
+    frames: list[DataFrame] = []
+    unreadable: list[tuple[str, str, str]] = []
+    sep = str(source.options.get("csv_delimiter", ","))
+    for fmt, groups in sorted(landed_files(root, forced, glob).items()):
+        files = []
+        for path in (p for _, ps in sorted(groups.items()) for p in ps):
+            problem = _name_problem(root, path)
+            if problem:
+                unreadable.append((path, problem, ""))
+            else:
+                files.append(path)
+        if fmt == "json":
+            if files:
+                frames.append(_read(spark, fmt, files, source, None))
+            continue
+        by_columns: dict[tuple, list[str]] = defaultdict(list)
+        for path in files:
+            if fmt == "csv":
+                names, problem, raw = _csv_header(path, sep)
+                key = tuple(names) if names is not None else None
+            else:
+                key, problem = _parquet_schema(path)
+                raw = ""
+            if problem:
+                unreadable.append((path, problem, raw))
+            elif key is not None:
+                by_columns[key].append(path)
+        for key, paths in by_columns.items():
+            if fmt == "csv":
+                frames.append(_read_csv(spark, paths, list(key), source))
+            else:
+                frames.append(_to_bronze(spark.read.parquet(*[_spark_path(p) for p in paths]), hint=True))
+    if unreadable:
+        frames.append(_unreadable_files(spark, unreadable))
+    return frames
+
+
 def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = False) -> DataFrame:
     """Landed change-table exports (Parquet, CSV, JSON lines) as bronze rows (a batch read).
 
     Columns: ``record_id, value, source_file, ingest_time`` (the file's modification time). A local
-    landing folder is listed in Python and each capture instance's files are read together (their
-    columns agree); a remote one (``abfss://...``) needs ``options.file_format`` and is read whole.
-    Nothing is analysed or executed here (SDP query functions must stay lazy).
+    landing folder is listed in Python; each CSV or Parquet file is read with its own header or
+    schema (:func:`_read_local`), and a file or CSV line that cannot be read is a bronze row that
+    says why (:data:`UNREADABLE`). A remote one (``abfss://...``) needs ``options.file_format`` and is
+    read whole. Nothing is analysed or executed here (SDP query functions must stay lazy).
     ``streaming=True`` is refused: see the module docstring.
     """
     if streaming:
@@ -317,11 +599,7 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
                 f"{source.file}: sources.{source.name}.landing: folder {root} does not exist (create it, or "
                 "export change-table rows into it)"
             )
-        for fmt, groups in sorted(landed_files(root, forced, glob).items()):
-            if fmt == "json":
-                frames.append(_read(spark, fmt, [p for _, ps in sorted(groups.items()) for p in ps], source, None))
-            else:
-                frames += [_read(spark, fmt, ps, source, None) for _, ps in sorted(groups.items())]
+        frames = _read_local(spark, root, source, forced, glob)
     if not frames:
         return spark.createDataFrame([], _BRONZE_DDL)
     out = frames[0]
@@ -526,6 +804,8 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
         ),
         lambda r: r.isNotNull(),
     )
+    # a file or CSV line bronze could not read (UNREADABLE): its reason, and nothing read from it
+    reasons = F.when(m[UNREADABLE].isNotNull(), F.array(m[UNREADABLE])).otherwise(reasons)
     return rows.select("*", reasons.alias("_reasons"))
 
 
@@ -557,12 +837,22 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     parsed = _parsed(bronze, table, columns)
     bad = _quarantine(parsed.where(F.size("_reasons") > 0), table, F.array_join(F.col("_reasons"), "; "))
 
-    # One row per change-table row: the same row landed twice is kept once (lowest record_id).
-    good = parsed.where(F.size("_reasons") == 0)
-    dup = Window.partitionBy("_start", "_seq", "_op").orderBy("record_id")
-    # (no .drop("_dup"): Spark Connect resolves drop() eagerly, which fails inside SDP flow
-    # registration; later selects are explicit, so the helper column goes no further.)
-    good = good.withColumn("_dup", F.row_number().over(dup)).where(F.col("_dup") == 1)
+    # One row per change-table row: the same row landed twice is kept once (lowest record_id), the
+    # other copies are duplicates (counted by the run's balance, see duplicates()); different rows
+    # at one (start_lsn, seqval, operation) are a conflict: all of them go to quarantine.
+    # (no .drop(): Spark Connect resolves drop() eagerly, which fails inside SDP flow registration;
+    # later selects are explicit, so the helper columns go no further.)
+    checked = _deduplicated(parsed.where(F.size("_reasons") == 0))
+    conflicts = checked.where(F.col("_conflict") & (F.col("_copy") == 1))
+    conflict_q = _quarantine(
+        conflicts,
+        table,
+        F.format_string(
+            f"conflicting rows at {START_LSN} 0x%s, {SEQVAL} 0x%s, {OPERATION} %d: %d different rows landed for "
+            "one change-table row (in %s); none of them is applied",
+            F.col("_start"), F.col("_seq"), F.col("_op"), F.col("_variants"), F.array_join(F.col("_files"), ", ")),
+    )
+    good = checked.where(~F.col("_conflict") & (F.col("_dup") == 1))
 
     # Debezium's event_serial_no: rows consumed so far at this (commit LSN, seqval) position.
     at_position = Window.partitionBy("_start", "_seq").orderBy(F.col("_cmd").asc_nulls_first(), "_op", "record_id")
@@ -580,17 +870,23 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     lone = _quarantine(
         lone_old,
         table,
-        F.format_string(
+        F.when(F.col("_new_conflict"), F.format_string(
+            f"update before-image ({OPERATION} 3) at {START_LSN} 0x%s, {SEQVAL} 0x%s: its after-image rows "
+            "(operation 4) conflict (quarantined)", F.col("_start"), F.col("_seq")),
+        ).otherwise(F.format_string(
             f"update before-image ({OPERATION} 3) at {START_LSN} 0x%s, {SEQVAL} 0x%s has no after-image "
-            "(operation 4) in the landed exports", F.col("_start"), F.col("_seq")),
+            "(operation 4) in the landed exports", F.col("_start"), F.col("_seq"))),
     ).unionByName(
         _quarantine(
             lone_new,
             table,
-            F.format_string(
+            F.when(F.col("_old_conflict"), F.format_string(
+                f"update after-image ({OPERATION} 4) at {START_LSN} 0x%s, {SEQVAL} 0x%s: its before-image rows "
+                "(operation 3) conflict (quarantined)", F.col("_start"), F.col("_seq")),
+            ).otherwise(F.format_string(
                 f"update after-image ({OPERATION} 4) at {START_LSN} 0x%s, {SEQVAL} 0x%s has no before-image "
                 "(operation 3) in the landed exports (exported with row filter 'all' instead of 'all update old'?)",
-                F.col("_start"), F.col("_seq")),
+                F.col("_start"), F.col("_seq"))),
         )
     )
 
@@ -666,7 +962,47 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             bronze_record_id=F.concat_ws(",", F.col("record_id"), F.col("_old.rid")),
         )
     )
-    return Decoded(changes=out, quarantine=bad.unionByName(lone))
+    return Decoded(changes=out, quarantine=bad.unionByName(lone).unionByName(conflict_q))
+
+
+def _deduplicated(good: DataFrame) -> DataFrame:
+    """Readable rows + where each stands among the rows landed for its (start_lsn, seqval, operation):
+    ``_conflict`` (they differ: update mask, image or command id), ``_dup`` (1 = the copy kept:
+    lowest record id), ``_kept`` (that copy's record id), ``_copy`` (1 = first row of its record id),
+    ``_variants``/``_files`` (for the conflict's reason), and per (start_lsn, seqval)
+    ``_old_conflict``/``_new_conflict`` (the operation 3 / 4 rows there conflict)."""
+    at = Window.partitionBy("_start", "_seq", "_op")
+    position = Window.partitionBy("_start", "_seq")
+    # compared as JSON text: any column type compares, and a typed value has one spelling
+    content = F.to_json(F.struct(F.col("_mask").alias("m"), F.col("_img").alias("i")))
+    good = good.select("*", content.alias("_content"))
+    differ = ~F.min("_content").over(at).eqNullSafe(F.max("_content").over(at)) | ~F.min("_cmd").over(at).eqNullSafe(
+        F.max("_cmd").over(at))
+    good = good.select(
+        "*",
+        differ.alias("_conflict"),
+        F.row_number().over(at.orderBy("record_id")).alias("_dup"),
+        F.min("record_id").over(at).alias("_kept"),
+        F.row_number().over(Window.partitionBy("_start", "_seq", "_op", "record_id").orderBy("record_id")).alias("_copy"),
+        F.size(F.collect_set("_content").over(at)).alias("_variants"),
+        F.array_sort(F.collect_set("source_file").over(at)).alias("_files"),
+    )
+    return good.select(
+        "*",
+        F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == OP_UPDATE_OLD)).over(position), F.lit(False)).alias("_old_conflict"),
+        F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == OP_UPDATE_NEW)).over(position), F.lit(False)).alias("_new_conflict"),
+    )
+
+
+def duplicates(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> DataFrame:
+    """``record_id, kept_record_id`` of the bronze rows of ``table`` that are another copy of a
+    change-table row already taken (the same row in two overlapping exports: at-least-once
+    delivery). They are in neither silver nor quarantine; the run's balance counts them as
+    ``duplicate`` (:mod:`sqlcdc.summary`). Copies of a row in conflict are quarantined, not here."""
+    checked = _deduplicated(_parsed(bronze, table, columns).where(F.size("_reasons") == 0))
+    return checked.where(~F.col("_conflict") & (F.col("record_id") != F.col("_kept"))).select(
+        "record_id", F.col("_kept").alias("kept_record_id")
+    )
 
 
 def _opt(table: TableConfig, name: str) -> Column:
@@ -691,6 +1027,8 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
         F.format_string("capture instance %s (file %s) is not onboarded in source %s (onboarded: %s)",
                         ci, F.col("source_file"), F.lit(source.name), F.lit(listed))
     )
+    unreadable = F.get_json_object(F.col("value"), f"$.{UNREADABLE}")
+    reason = F.when(unreadable.isNotNull(), F.concat_ws("; ", unreadable, reason)).otherwise(reason)
     taken = F.lower(ci).isin(*instances) if instances else F.lit(False)
     return bronze.where(~taken).select(
         *model.quarantine_row(source_name=source.name, source_format=NAME, reason=reason, rules=F.array(F.lit("routing")))
