@@ -2,9 +2,11 @@
 
 For each source: ``landed`` (bronze records) must equal the records found in silver plus those in
 quarantine plus those dropped by ``expect_or_drop`` rules (``dropped_<source>``, which keeps their
-lineage and rule names) plus those skipped by definition (Debezium tombstones). Records are matched by bronze
-record id, so a decoder that makes one change out of several records (CT update pairs, CES
-segments) still balances.
+lineage and rule names) plus those skipped by definition (Debezium tombstones) plus duplicates (another
+copy of a record already taken: the same change-table row in two overlapping exports, which
+at-least-once delivery makes normal; a decoder lists them with ``duplicates(bronze, table, columns)``).
+Records are matched by bronze record id, so a decoder that makes one change out of several records
+(CT update pairs, CES segments) still balances.
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ class Balance:
     dropped: int = 0
     pending: int = 0
     """Records waiting for the rest of a group (CES split-event segments within their timeout)."""
+    duplicate: int = 0
+    """Further copies of a record already taken (change-table rows landed twice)."""
 
     @property
     def ok(self) -> bool:
-        return self.landed == self.in_silver + self.quarantined + self.skipped + self.dropped + self.pending
+        return self.landed == (self.in_silver + self.quarantined + self.skipped + self.dropped + self.pending
+                               + self.duplicate)
 
 
 def table_path(warehouse: Path, table: str) -> Path:
@@ -112,7 +117,14 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
         def n_own(other: DataFrame | None) -> int:
             return 0 if other is None else ids.join(other.distinct(), "record_id", "left_semi").count()
 
-        result.append(Balance(s.name, ids.count(), n_in(silver_ids), n_in(q_ids), n_own(skipped), n_in(d_ids), pending))
+        dup_ids = None
+        if hasattr(decoder, "duplicates"):
+            for t in cfg.tables_of(s.name):
+                part = decoder.duplicates(bronze, t, decoder.columns_for(t, s, spark)).select("record_id")
+                dup_ids = part if dup_ids is None else dup_ids.unionByName(part)
+
+        result.append(Balance(s.name, ids.count(), n_in(silver_ids), n_in(q_ids), n_own(skipped), n_in(d_ids), pending,
+                              n_own(dup_ids)))
     return result
 
 
@@ -131,6 +143,7 @@ def print_summary(cfg: PipelineConfig, warehouse: Path, spark: SparkSession) -> 
             f"\nsource {b.source}: landed {b.landed} = silver {b.in_silver} + quarantine {b.quarantined}"
             + (f" + dropped {b.dropped}" if b.dropped else "")
             + f" + skipped {b.skipped}"
+            + (f" + duplicate {b.duplicate}" if b.duplicate else "")
             + (f" + pending {b.pending} (segments awaiting the rest of their split event)" if b.pending else "")
             + f" ({status})"
         )

@@ -326,6 +326,11 @@ def _name_problem(root: str, path: str) -> str | None:
 
 def _columns_problem(names: list[str], what: str) -> str | None:
     """Why a file's columns cannot be mapped to change-table columns (None: they can)."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:  # the first problem to tell: the rest is noise when this is not a header at all
+        shown = ", ".join(repr(n[:40]) for n in names[:6]) + (", ..." if len(names) > 6 else "")
+        return (f"its {what} lacks {', '.join(missing)} (it has {shown}): not a change-table export, "
+                "or its first line is not a header")
     problems, seen = [], set()
     for i, n in enumerate(names, 1):
         if n.strip() == "":
@@ -337,11 +342,6 @@ def _columns_problem(names: list[str], what: str) -> str | None:
         elif n.startswith("__sqlcdc"):
             problems.append(f"its {what} has {n[:60]!r}, a name sqlcdc reserves")
         seen.add(n.lower())
-    missing = [c for c in REQUIRED_COLUMNS if c not in names]
-    if missing:
-        shown = ", ".join(repr(n[:40]) for n in names[:6]) + (", ..." if len(names) > 6 else "")
-        problems.append(f"its {what} lacks {', '.join(missing)} (it has {shown}): not a change-table export, "
-                        "or its first line is not a header")
     return "; ".join(problems) or None
 
 

@@ -1,0 +1,275 @@
+"""Change-table exports file by file (issue 16): every file is read with its own header/schema, a
+file or CSV line that cannot be read is quarantined with a reason naming it, nothing is lost, and
+rows landed twice are counted (``duplicate``) or, when they differ, quarantined (``conflict``).
+
+The rows are the hand-built history of tests/fixtures/cdc_ct (see test_cdc_ct.py), written in the
+shapes exports take: CSV with a header (in any column order), Parquet (typed, or all text), JSON lines.
+"""
+
+from __future__ import annotations
+
+import csv
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+from sqlcdc.formats import cdc_ct
+from test_cdc_ct import (
+    BINARY_COLS, EXPECTED_SILVER, c, decode_landing, history_rows, land_jsonl, make_source, make_table, s, silver_rows,
+)
+
+HEADER = list(history_rows()[0])  # the fixture's column order
+SHUFFLED = ["status", "__$operation", "notes", "id", "__$seqval", "amount", "__$command_id", "customer",
+            "__$update_mask", "__$end_lsn", "__$start_lsn"]
+
+
+def write_csv(path: Path, rows: list[dict], header: list[str] = HEADER, extra: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=header, lineterminator="\n")
+        w.writeheader()
+        w.writerows([{k: ("" if r.get(k) is None else r[k]) for k in header} for r in rows])
+        fh.write(extra)
+    return path
+
+
+def row(n: int, j: int, op: int, id_: int, customer: str, amount: str = "1.00", notes: str | None = "n") -> dict:
+    """A change-table row of transaction n (an LSN after the fixture's six), as exported to CSV."""
+    return {"__$start_lsn": "0x" + c(n), "__$end_lsn": None, "__$seqval": "0x" + s(n, j), "__$operation": str(op),
+            "__$update_mask": "0x1F", "id": str(id_), "customer": customer, "amount": amount, "notes": notes,
+            "status": "new", "__$command_id": "1"}
+
+
+def csv_line(r: dict) -> str:
+    return ",".join("" if r[k] is None else r[k] for k in HEADER)
+
+
+def after_images(rows: list[dict]) -> set[tuple]:
+    """change_id -> after image, straight from change-table rows (what silver must say)."""
+    out = set()
+    for r in rows:
+        op = int(r["__$operation"])
+        if op in (2, 4):
+            code = "U" if op == 4 else "2"
+            out.add((f"cdc_ct:dbo_orders:{r['__$start_lsn'][2:]}:{r['__$seqval'][2:]}:{code}",
+                     int(r["id"]), r["customer"], Decimal(r["amount"]), r["notes"], r["status"]))
+    return out
+
+
+def got_after_images(decoded) -> set[tuple]:
+    return {(r.change_id, r.after.id, r.after.customer, r.after.amount, r.after.notes, r.after.status)
+            for r in decoded.changes.where(F.col("after").isNotNull()).collect()}
+
+
+def quarantined(decoded) -> list[tuple[str, str]]:
+    """(file name, reason without the capture-instance/file suffix), sorted."""
+    return sorted((r.bronze_file.rsplit("/", 1)[-1], r.reason.split(" (capture instance dbo_orders, file ")[0])
+                  for r in decoded.quarantine.collect())
+
+
+# --- CSV: a header per file -----------------------------------------------------------------------
+
+QUOTE_ROWS = [row(8, 2, 2, 7, "gus"), row(9, 2, 2, 8, "hal"), row(10, 2, 2, 9, "ida"), row(11, 2, 2, 10, "jo"),
+              row(12, 2, 2, 11, "kim"), row(13, 2, 2, 12, "lee")]
+
+
+@pytest.fixture(scope="module")
+def csv_landing(spark, tmp_path_factory):
+    """One landing, decoded once: good exports in two column orders, and files that cannot be read."""
+    land = tmp_path_factory.mktemp("ct_csv_files")
+    rows = history_rows()
+    write_csv(land / "dbo_orders_CT_a.csv", rows[:10])
+    write_csv(land / "dbo_orders_CT_b.csv", rows[10:], header=SHUFFLED)  # another column order
+    # no header: its first line is a data row
+    (land / "dbo_orders_CT_garbage.csv").write_text("\n".join(csv_line(r) for r in rows[:2]) + "\n")
+    write_csv(land / "dbo_orders_CT_unknown.csv", rows[:1], header=HEADER[:-1] + ["__$command"])
+    write_csv(land / "dbo_orders_CT_10:00.csv", [row(7, 2, 2, 6, "fay")])  # Hadoop's Path refuses ':'
+    write_csv(land / "dbo_orders_CT_[1].csv", [row(14, 2, 2, 13, "max")])  # glob characters are a name
+    # line 3 opens a quote it never closes; line 5-6 is a good value spanning two lines; line 8 is short
+    lines = [csv_line(QUOTE_ROWS[0]),
+             csv_line(QUOTE_ROWS[1]).replace(",hal,", ',"hal,'),
+             csv_line(QUOTE_ROWS[2]),
+             csv_line(QUOTE_ROWS[3]).replace(",n,", ',"two\nlines",'),
+             csv_line(QUOTE_ROWS[4]),
+             "0x" + c(15) + ",,0x" + s(15, 2) + ",2",
+             csv_line(QUOTE_ROWS[5])]
+    write_csv(land / "dbo_orders_CT_quote.csv", [], extra="\n".join(lines) + "\n")
+    bronze, decoded = decode_landing(spark, land)
+    return bronze.cache(), decoded, rows
+
+
+def test_each_csv_export_is_read_with_its_own_header(csv_landing):
+    _, decoded, rows = csv_landing
+    got = silver_rows(decoded)
+    # the two history exports (columns in two orders) give the hand-written silver, values unswapped
+    assert [g for g in got if g[5] <= c(6)] == EXPECTED_SILVER
+    assert after_images(rows) <= got_after_images(decoded)
+
+
+def test_files_that_cannot_be_read_are_quarantined_as_files(csv_landing):
+    _, decoded, _ = csv_landing
+    q = [x for x in quarantined(decoded) if not x[0].endswith("quote.csv")]
+    assert q == [
+        ("dbo_orders_CT_10%3A00.csv",
+         "file dbo_orders_CT_10:00.csv cannot be read: its path contains ':', which Hadoop's Path (Spark's file "
+         "reader) refuses; rename it (e.g. ':' -> '-') and land it again"),
+        ("dbo_orders_CT_garbage.csv",
+         "file dbo_orders_CT_garbage.csv cannot be mapped to change-table columns: its header lacks __$start_lsn, "
+         "__$seqval, __$operation (it has '0x00000027000001000010', '', '0x00000027000001000002', '2', '0x1F', '1', "
+         "...): not a change-table export, or its first line is not a header"),
+        ("dbo_orders_CT_unknown.csv",
+         "file dbo_orders_CT_unknown.csv cannot be mapped to change-table columns: its header has '__$command', "
+         "which is not a change-table column (__$start_lsn, __$end_lsn, __$seqval, __$operation, __$update_mask, "
+         "__$command_id)"),
+    ]
+    rows = {r.bronze_file.rsplit("/", 1)[-1]: r for r in decoded.quarantine.collect()}
+    assert rows["dbo_orders_CT_garbage.csv"].raw.startswith('{"__sqlcdc_unreadable": "file dbo_orders_CT_garbage.csv')
+    assert "0x00000027000001000010,,0x00000027000001000002,2,0x1F,1,alice" in rows["dbo_orders_CT_garbage.csv"].raw
+    assert rows["dbo_orders_CT_10%3A00.csv"].rules == ["decode"]
+
+
+def test_a_file_name_with_glob_characters_is_read(csv_landing):
+    _, decoded, _ = csv_landing
+    (got,) = [r for r in decoded.changes.collect() if r.sequence.commit_lsn == c(14)]
+    assert (got.op, got.after.id, got.after.customer) == ("INSERT", 13, "max")
+    assert got.bronze_file.endswith("dbo_orders_CT_%5B1%5D.csv")
+
+
+def test_an_unterminated_quote_swallows_nothing(csv_landing):
+    bronze, decoded, _ = csv_landing
+    landed = {r.after.id for r in decoded.changes.collect() if r.sequence.commit_lsn >= c(8)}
+    assert landed == {7, 9, 11, 12, 13}  # 13: the [1] file
+    q = [x[1] for x in quarantined(decoded) if x[0] == "dbo_orders_CT_quote.csv"]
+    assert q == [
+        'line 3: a quote (") is not closed where the record should end (unterminated or stray quote); lines 3-5 '
+        "would have been read as one value: they are read line by line instead",
+        "line 5: not a CSV record on its own (it follows the quote left open at line 3)",
+        'line 6: a quote (") is not closed where the record should end (unterminated or stray quote); lines 6-9 '
+        "would have been read as one value: they are read line by line instead",
+        "line 8: the record does not have the 11 fields of the file's header",
+    ]
+    # every line of the file is accounted for: 5 in silver, 4 in quarantine, besides the header
+    quote_rows = bronze.where(F.col("source_file").endswith("quote.csv")).count()
+    assert quote_rows == 8
+
+
+def test_csv_reasons_name_the_file(csv_landing):
+    _, decoded, _ = csv_landing
+    for r in decoded.quarantine.collect():
+        assert r.reason.endswith(f"(capture instance dbo_orders, file {r.bronze_file})")
+        assert r.bronze_file.startswith("file:/")
+
+
+def test_a_multi_line_value_and_quotes_inside_values_still_read(spark, tmp_path):
+    r1 = row(8, 2, 2, 7, "gus", notes="two\nlines, and a \"quote\"")
+    r2 = row(9, 2, 2, 8, 'o"hara')  # one quote inside an unquoted field (bcp writes such text): ambiguous
+    r3 = row(10, 2, 2, 9, "ida")
+    write_csv(tmp_path / "dbo_orders_CT.csv", [r1])
+    with (tmp_path / "dbo_orders_CT.csv").open("a") as fh:
+        fh.write(csv_line(r2) + "\n\n" + csv_line(r3) + "\n")  # and a blank line: not a record
+    _, decoded = decode_landing(spark, tmp_path)
+    got = sorted((r.after.id, r.after.customer, r.after.notes) for r in decoded.changes.collect())
+    assert got == [(7, "gus", 'two\nlines, and a "quote"'), (9, "ida", "n")]
+    assert [r for _, r in quarantined(decoded)] == [
+        'line 4: a quote (") is not closed where the record should end (unterminated or stray quote); lines 4-6 '
+        "would have been read as one value: they are read line by line instead"]
+
+
+# --- Parquet: a schema per file -------------------------------------------------------------------
+
+
+def write_parquet(spark, folder: Path, rows: list[dict], typed: bool, order: list[str] = HEADER) -> None:
+    fields = [StructField(k, BinaryType() if (k in BINARY_COLS and typed) else StringType()) for k in order]
+    data = [tuple(bytes.fromhex(r[k][2:]) if (typed and k in BINARY_COLS and r[k]) else r[k] for k in order) for r in rows]
+    df = spark.createDataFrame(data, StructType(fields))
+    if typed:
+        df = df.select(*[F.col(f"`{k}`").cast({"id": "int", "__$operation": "int", "__$command_id": "int",
+                                               "amount": "decimal(10,2)"}.get(k, df.schema[k].dataType)).alias(k)
+                         for k in order])
+    df.coalesce(1).write.mode("overwrite").parquet(str(folder))
+
+
+def test_parquet_exports_with_conflicting_types_each_read_with_their_schema(spark, tmp_path):
+    rows = history_rows()
+    write_parquet(spark, tmp_path / "dbo_orders_CT.1", rows[:10], typed=True)  # int, decimal, binary
+    write_parquet(spark, tmp_path / "dbo_orders_CT.2", rows[10:], typed=False, order=SHUFFLED)  # all text
+    (tmp_path / "dbo_orders_CT.3").mkdir()
+    (tmp_path / "dbo_orders_CT.3" / "part-0.parquet").write_bytes(b"PAR1 this is not parquet")
+    write_parquet(spark, tmp_path / "dbo_orders_CT.4", [rows[0]], typed=False, order=[k for k in HEADER if k != "__$seqval"])
+    _, decoded = decode_landing(spark, tmp_path)
+    assert silver_rows(decoded) == EXPECTED_SILVER
+    assert got_after_images(decoded) == after_images(rows)
+    q = quarantined(decoded)
+    assert [reason.split(" (")[0] for _, reason in q] == [
+        "file part-0.parquet is not a readable Parquet file",
+        f"file {q[1][0]} cannot be mapped to change-table columns: its schema lacks __$seqval",
+    ]
+    assert q[1][0].startswith("part-00000-") and q[1][0].endswith(".parquet")
+
+
+# --- duplicates and conflicts ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def overlapping(spark, tmp_path_factory):
+    """The history as CSV; rows 3-6 again as JSON lines (an overlapping export); and two rows that
+    differ from the CSV's at the same (start_lsn, seqval, operation): the insert of 1 (row 0) and the
+    after-image of tx 2's update of 1 (row 4)."""
+    land = tmp_path_factory.mktemp("ct_overlap")
+    rows = history_rows()
+    write_csv(land / "cdc.dbo_orders_CT.csv", rows)
+    land_jsonl(land, rows[3:7], name="dbo_orders_CT.again.jsonl")
+    land_jsonl(land, [dict(rows[0], customer="mallory"), dict(rows[4], amount="99.00")], name="dbo_orders_CT.other.jsonl")
+    src = make_source(land)
+    table = make_table(src)
+    bronze = cdc_ct.read_bronze(spark, src)
+    cols = cdc_ct.columns_for(table, src)
+    return land, src, table, bronze, cdc_ct.decode(bronze, table, cols), cdc_ct.duplicates(bronze, table, cols)
+
+
+def test_conflicting_rows_are_all_quarantined_and_duplicates_listed(overlapping):
+    _, _, _, bronze, decoded, dups = overlapping
+    expected = [x for x in EXPECTED_SILVER if (x[5], x[6]) not in ((c(1), s(1, 2)), (c(2), s(2, 2)))]
+    assert silver_rows(decoded) == expected
+    insert = (f"conflicting rows at __$start_lsn 0x{c(1)}, __$seqval 0x{s(1, 2)}, __$operation 2: 2 different rows "
+              "landed for one change-table row (in ")
+    update = (f"conflicting rows at __$start_lsn 0x{c(2)}, __$seqval 0x{s(2, 2)}, __$operation 4: 2 different rows "
+              "landed for one change-table row (in ")
+    q = quarantined(decoded)
+    assert sorted((f, r.split(" (in ")[0]) for f, r in q if r.startswith("conflicting")) == [
+        ("cdc.dbo_orders_CT.csv", insert[:-5]), ("cdc.dbo_orders_CT.csv", update[:-5]),
+        ("dbo_orders_CT.again.jsonl", update[:-5]),
+        ("dbo_orders_CT.other.jsonl", insert[:-5]), ("dbo_orders_CT.other.jsonl", update[:-5]),
+    ]
+    reasons = [r for _, r in q]
+    assert sum(r.startswith(insert) for r in reasons) == 2 and sum(r.startswith(update) for r in reasons) == 3
+    assert all("dbo_orders_CT.other.jsonl" in r and "cdc.dbo_orders_CT.csv" in r for r in reasons if r.startswith((insert, update)))
+    lone = [r for r in reasons if r.startswith("update before-image")]
+    assert lone == [f"update before-image (__$operation 3) at __$start_lsn 0x{c(2)}, __$seqval 0x{s(2, 2)}: its "
+                    "after-image rows (operation 4) conflict (quarantined)"]
+    # rows 3, 5, 6 came twice and agree: one copy each is a duplicate (row 4's copies are in conflict)
+    assert dups.count() == 3
+    assert bronze.count() == 21 + 4 + 2
+
+
+def test_balance_counts_duplicates(spark, tmp_path, overlapping):
+    from sqlcdc.config import load_pipeline
+    from sqlcdc.summary import balances, table_path
+
+    land, _, _, bronze, decoded, _ = overlapping
+    base = tmp_path / "config"
+    (base / "tables").mkdir(parents=True)
+    (base / "pipeline.yml").write_text(f"name: ct_balance\nsources:\n  ct:\n    format: cdc_ct\n    landing: {land}\n")
+    cols = "\n".join(f"  - {{name: {n}, type: \"{t}\"{', lob: true' if n == 'notes' else ''}}}" for n, t in
+                     (("id", "int"), ("customer", "string"), ("amount", "decimal(10,2)"), ("notes", "string"),
+                      ("status", "string")))
+    (base / "tables" / "orders.yml").write_text(f"source: ct\ntable: dbo.orders\nname: orders\nkeys: [id]\ncolumns:\n{cols}\n")
+    cfg = load_pipeline(base / "pipeline.yml")
+    wh = tmp_path / "wh"
+    for name, df in (("bronze_ct", bronze), ("silver_orders", decoded.changes), ("quarantine_ct", decoded.quarantine)):
+        df.write.format("delta").save(str(table_path(wh, name)))
+    (b,) = balances(spark, cfg, wh)
+    assert (b.landed, b.in_silver, b.quarantined, b.skipped, b.dropped, b.duplicate, b.ok) == (27, 18, 6, 0, 0, 3, True)
