@@ -35,10 +35,36 @@ JSON line is kept as landed; a CSV row becomes an object of its text fields; a P
 rendered by Spark, binary as base64, marked ``"__sqlcdc_binary": "base64"``), ``source_file``,
 ``record_id`` (hash of file and row) and ``ingest_time`` = the file's modification time, so a
 recomputed bronze keeps its ingest metadata. A local landing folder is listed in Python (no Spark
-job: SDP query functions must stay lazy) and each capture instance's files are read together; a
-remote landing (``abfss://...``) needs ``options.file_format`` and is read whole. Bronze is a
-*batch* read (:data:`STREAMING` is False, below), because Parquet and CSV exports of different
-capture instances have different columns and Spark's streaming file source needs one schema.
+job: SDP query functions must stay lazy); a remote landing (``abfss://...``) needs
+``options.file_format`` and is read whole (one header/schema for all its files: the checks below
+are for local landings). Bronze is a *batch* read (:data:`STREAMING` is False, below), because
+Parquet and CSV exports of different capture instances have different columns and Spark's
+streaming file source needs one schema.
+
+Every local file is read with its **own** header (CSV) or schema (Parquet): Python reads each CSV
+header and each Parquet footer (pyarrow), files with the same columns are read together, and a
+value is named by its own file's column, whatever the column order or the types in other exports.
+What cannot be read becomes a bronze row ``{"__sqlcdc_unreadable": <reason>, "__sqlcdc_raw": ...}``
+that the decoder quarantines with that reason (rule ``decode``; ``bronze_file`` = the file), while the
+rest of the source lands:
+
+- a file whose name has ``:`` (Hadoop's Path refuses it; glob characters such as ``[1]`` are read
+  literally), a file that does not open, a ``.gz`` that is not gzip, a file that is not Parquet;
+- a header or schema that cannot be mapped to change-table columns: no ``__$start_lsn``,
+  ``__$seqval`` or ``__$operation`` (e.g. an export without a header line), a ``__$`` name that is
+  not a change-table column, an empty or repeated name, a ``__sqlcdc`` name, a Parquet type Spark
+  cannot read (``time``, nanosecond timestamps);
+- in CSV, records are assembled from lines in Spark (a record ends at the line where the count of
+  ``"`` since it began is even) and checked against RFC 4180's shape. A quote left open (Spark's own
+  reader turns it into one value that silently swallows the following rows, or drops them) makes
+  the record be taken apart line by line: the line that opened the quote is quarantined, each
+  following line that is a whole record on its own lands, the others are quarantined naming the
+  open quote's line. A record without the header's number of fields is quarantined. (One ``"``
+  inside an unquoted value, as ``bcp`` may write it, is such an open quote: that line is
+  quarantined, not guessed.)
+
+Values of different types in different Parquet files (``amount`` decimal here, text there) are
+each rendered to JSON text and typed by the decoder, which quarantines a value that does not read.
 
 Decoding
 ========
@@ -47,7 +73,14 @@ Decoding
   rows sharing ``__$start_lsn`` and ``__$seqval`` are paired, 3 is the before image, 4 the after.
   A 3 or 4 whose partner is missing goes to quarantine with the reason; so does a row whose LSNs,
   operation, key or values do not read. The same change-table row landed twice (overlapping
-  exports) is one change: its ``change_id`` (``cdc_ct:<ci>:<start_lsn>:<seqval>:<op>``) is stable.
+  exports: at-least-once delivery) is one change: its ``change_id``
+  (``cdc_ct:<ci>:<start_lsn>:<seqval>:<op>``) is stable, the copy with the lowest record id is used
+  and the others are *duplicates*, listed by :func:`duplicates` and counted by the run's balance
+  (``landed = silver + quarantine + dropped + skipped + duplicate``). Rows at one
+  (``__$start_lsn``, ``__$seqval``, ``__$operation``) that differ (update mask, values or
+  ``__$command_id``; a missing command id or ``tran_end_time`` is not a difference) are a
+  *conflict*: every one of them is quarantined with a reason naming the position and the files,
+  none is picked; the other half of an update whose half is in conflict is quarantined saying so.
 - Pairing needs both rows of an update, which may sit in different files or exports, so
   :data:`STREAMING` is False: silver is recomputed from bronze.
 - ``changed_columns``: the ``__$update_mask`` bits of the captured-column ordinals. Ordinals are
