@@ -114,6 +114,10 @@ def dbz_doc(id_: int, op: str = "c", **after_changes) -> dict:
     }
 
 
+def _without(doc: dict, field: str) -> dict:
+    return {k: v for k, v in doc.items() if k != field}
+
+
 def dbz(id_: int, op: str = "c", source: dict | None = None, **after_changes) -> str:
     doc = dbz_doc(id_, op, **after_changes)
     doc["source"].update(source or {})
@@ -205,6 +209,14 @@ DBZ_CASES = [
     Case("debezium", "duplicate key", dbz(81).replace('{"before": null,', '{"op": "u", "before": null,', 1), debezium.NOT_JSON),
     Case("debezium", "JSON nested 5000 levels", '{"op": "c", "payload": ' + DEEP + "}", debezium.NOT_JSON),
     Case("debezium", "deep JSON in after", with_raw(dbz_doc(83, name="@N@"), "@N@", DEEP), "not a JSON object"),
+    # one line, one event: Spark's readers take the first of two documents and drop the second
+    Case("debezium", "two events on one line", dbz(84) + dbz(184), "more than one JSON document on one line"),
+    Case("debezium", "two events on one line, comma-separated", dbz(86) + "," + dbz(186), "more than one JSON document on one line"),
+    Case("debezium", "trailing text after the event", dbz(87) + " x", "more than one JSON document on one line"),
+    # a tombstone is {"payload": null} (with a schema at most), not any text that mentions "payload"
+    Case("debezium", "no op, 'payload' in a value", json.dumps(_without(dbz_doc(88, name="payload"), "op")),
+         "missing `payload` (and no payload-only fields"),
+    Case("debezium", "null payload beside another field", '{"schema": null, "payload": null, "op": "d"}', "missing `payload.source`"),
 ]
 
 

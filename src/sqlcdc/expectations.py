@@ -287,7 +287,7 @@ def envelope_violations(schema_file: str) -> Column:
     """array<string> of the compiled schema rules ``value`` breaks (empty = valid)."""
     from sqlcdc.formats import _schema_check as sc
 
-    return sc.violations(sc.load(schema_file), "try_parse_json(value)")
+    return sc.violations(sc.load(schema_file), sc.ONE_DOCUMENT)
 
 
 def _skipped(decoder: ModuleType) -> Column:

@@ -41,6 +41,10 @@ _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _NUMERIC_RE = r"^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL|FLOAT|DOUBLE)"
 
 NOT_JSON = "$: not JSON"
+#: The document of a bronze ``value`` as a VARIANT, NULL unless the line holds exactly one JSON
+#: document: Spark's parsers read ``{...}{...}`` as its first object and drop the rest
+#: (:func:`sqlcdc.formats.base.one_json_value` says why the test works).
+ONE_DOCUMENT = "CASE WHEN json_array_length('[' || value || ']') = 1 THEN try_parse_json(value) END"
 
 UNDECODABLE = "undecodable "
 """How a transport marks a value it could not turn into JSON text (e.g. Confluent Avro with an
@@ -202,6 +206,10 @@ def loads(text: str) -> Any:
     """
     try:
         return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as e:
+        if e.msg == "Extra data":
+            raise ValueError(f"more than one JSON document on one line (the first ends at character {e.pos})") from None
+        raise
     except RecursionError:
         raise ValueError(
             f"JSON nested too deeply ({_depth(text)} levels of arrays/objects; more than this reader's "

@@ -32,3 +32,16 @@ def bronze_columns(df: DataFrame) -> DataFrame:
 
 def record_id(*parts: Column) -> Column:
     return F.sha2(F.concat_ws("\u0001", *[F.coalesce(p.cast("string"), F.lit("")) for p in parts]), 256).substr(1, 32)
+
+
+def one_json_value(value: Column) -> Column:
+    """True when ``value`` is exactly one JSON value; false for invalid JSON and for a line holding
+    two documents (``{...}{...}``, ``{...} {...}``, ``{...},{...}``), which Spark's JSON readers
+    (``from_json``, ``parse_json``) would read as the first alone, silently losing the rest.
+
+    Wrapped in ``[...]``, one value is an array of one element; two are an array of two or no
+    valid JSON at all. ``json_array_length`` skips over the elements without building them.
+
+    >>> # spark.sql("SELECT json_array_length('[' || '{\\"a\\":1}{\\"b\\":2}' || ']')") -> NULL
+    """
+    return F.coalesce(F.json_array_length(F.concat(F.lit("["), value, F.lit("]"))) == 1, F.lit(False))

@@ -60,7 +60,7 @@ from pyspark.sql import functions as F
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
-from sqlcdc.formats.base import read_text_lines, record_id
+from sqlcdc.formats.base import one_json_value, read_text_lines, record_id
 from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, typed_struct
 
 NAME = "debezium"
@@ -70,6 +70,8 @@ NOT_JSON = (
     "not a JSON object: the text does not parse (a syntax error, a NaN/Infinity literal, a duplicate "
     "key, or JSON nested deeper than the parser's limit)"
 )
+
+TWO_DOCUMENTS = "more than one JSON document on one line (each landed line must hold exactly one event)"
 
 OPS = {"c": model.INSERT, "u": model.UPDATE, "d": model.DELETE, "r": model.SNAPSHOT, "t": model.TRUNCATE}
 
@@ -157,16 +159,19 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
 
 
 def is_skipped(bronze: DataFrame | None = None) -> Column:
-    """Tombstones: blank line, ``null``, or an envelope whose payload is null with no other fields."""
+    """Tombstones: blank line, ``null``, or ``{"payload": null}`` with at most a ``schema`` beside it.
+
+    Only those: an object with any other field (an event without ``op`` whose text merely contains
+    ``"payload"``) is an event that does not read, and is quarantined with the reason.
+    """
     v = F.trim(F.col("value"))
-    env = F.from_json(F.col("value"), "schema string, payload string, op string")
-    return (
-        F.col("value").isNull()
-        | (v == "")
-        | (v == "null")
-        | (v.startswith("{") & F.try_parse_json(F.col("value")).isNotNull() & env["payload"].isNull() & env["op"].isNull()
-           & v.contains('"payload"'))
+    env = F.from_json(F.col("value"), "schema string, payload string")
+    keys = F.json_object_keys(F.col("value"))
+    null_payload = (
+        F.array_contains(keys, "payload") & (F.size(F.array_except(keys, F.array(F.lit("schema"), F.lit("payload")))) == 0)
+        & env["payload"].isNull() & one_json_value(F.col("value"))
     )
+    return F.col("value").isNull() | (v == "") | (v == "null") | F.coalesce(null_payload, F.lit(False))
 
 
 # --- envelope parsing ----------------------------------------------------------------------------
@@ -181,6 +186,7 @@ def _parsed(bronze: DataFrame) -> DataFrame:
     error = (
         F.when(not_object, F.lit("not a JSON object"))
         .when(F.try_parse_json(F.col("value")).isNull(), F.lit(NOT_JSON))
+        .when(~one_json_value(F.col("value")), F.lit(TWO_DOCUMENTS))
         .when(payload_text.isNull(), F.lit("missing `payload` (and no payload-only fields `op`/`source`)"))
         .when(payload["op"].isNull(), F.lit("missing `payload.op`"))
         .when(~payload["op"].isin(*OPS), F.format_string("unknown op '%s' (expected one of c, u, d, r, t)", payload["op"]))
