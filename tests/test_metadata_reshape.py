@@ -11,6 +11,7 @@ the helpers of tests/test_ces.py and tests/test_qlik.py; every expected value is
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,136 @@ def test_validate_checks_what_a_ces_table_without_keys_needs(spark, tmp_path, mo
         f"{base / 'tables' / 'purchases.yml'}:1: keys: required for a CES table read from Kafka or Event Hubs "
         "(dbo.Purchases): its pkkey is not looked up in the topic by validate, and a run stops when the topic "
         "holds no event of the table yet"]
+
+
+# ============================================================================= Qlik
+
+from test_qlik import FIXTURES as QLIK_FIXTURES  # noqa: E402
+from test_qlik import seq as qlik_seq  # noqa: E402
+from test_qlik import source as qlik_source  # noqa: E402
+from test_qlik import table as qlik_table  # noqa: E402
+
+from sqlcdc.formats import qlik  # noqa: E402
+
+V2_COLS = {
+    "ID": {"ordinal": 1, "type": "INT4", "length": 0, "precision": 0, "scale": 0, "primaryKeyPosition": 1},
+    "NAME": {"ordinal": 2, "type": "WSTRING", "length": 100, "precision": 0, "scale": 0, "primaryKeyPosition": 0},
+    "EMAIL": {"ordinal": 3, "type": "STRING", "length": 200, "precision": 0, "scale": 0, "primaryKeyPosition": 0},
+    "BALANCE": {"ordinal": 4, "type": "NUMERIC", "length": 0, "precision": 10, "scale": 2, "primaryKeyPosition": 0},
+    "TIER": {"ordinal": 5, "type": "STRING", "length": 10, "precision": 0, "scale": 0, "primaryKeyPosition": 0},
+}
+V2_ROW = {"ID": 6, "NAME": "Fay", "EMAIL": "f@x.org", "BALANCE": "60.00", "TIER": "gold"}
+
+
+def qlik_metadata(version: int, cols: dict) -> str:
+    """A bare metadata message shaped like the fixture's tableVersion 2 (and the seed's fields)."""
+    return json.dumps({
+        "schemaId": f"s-cust-{version}",
+        "lineage": {"class": "attunity.cdc.metadata", "type": "metadata", "server": "qlik-srv-1", "task": "crm-to-kafka",
+                    "schema": "dbo", "table": "customers", "tableVersion": version,
+                    "timestamp": f"2025-01-01T11:00:{version:02d}.000"},
+        "tableStructure": {"tableColumns": cols},
+        "dataSchema": "{\"type\":\"record\",\"name\":\"DataRecord\"}",
+    })
+
+
+def qlik_insert(n: int, data: dict, schema_id: str | None = None) -> str:
+    """A bare INSERT data message with schema/table fields, like the fixture's last record."""
+    headers = {"operation": "INSERT", "changeSequence": "2025010100000000000000000000000%04d" % n,
+               "timestamp": "2025-01-01T11:00:%02d.000" % (n % 60), "streamPosition": "0000002a:00000010:0001",
+               "transactionId": f"T{n}", "changeMask": "", "columnMask": "", "transactionEventCounter": 1,
+               "transactionLastEvent": True}
+    if schema_id:
+        headers["externalSchemaId"] = schema_id
+    return json.dumps({"schema": "dbo", "table": "customers", "data": data, "beforeData": None, "headers": headers})
+
+
+def _without(d: dict, key: str) -> dict:
+    return {k: v for k, v in d.items() if k != key}
+
+
+QLIK_BAD_VERSIONS = {
+    # version: (its columns, the data message that depends on it, the reason)
+    3: ({**_without(V2_COLS, "EMAIL")}, {**_without(V2_ROW, "EMAIL"), "ID": 33},
+        "it drops column(s) EMAIL of dbo.customers, which older versions have: the message is not taken to drop "
+        "them; dropping a column needs an explicit config change (`columns:` in the table config without it)"),
+    4: ({**V2_COLS, "tier": {"ordinal": 6, "type": "STRING", "length": 10, "precision": 0, "scale": 0, "primaryKeyPosition": 0}},
+        {**V2_ROW, "ID": 40, "tier": "x"},
+        "column names equal but for case (TIER, tier): Delta cannot hold both"),
+    5: ({**V2_COLS, "RATE": {"ordinal": 6, "type": "NUMERIC", "length": 0, "precision": 40, "scale": 2, "primaryKeyPosition": 0}},
+        {**V2_ROW, "ID": 50, "RATE": "1.50"},
+        "column RATE: NUMERIC with precision 40 and scale 2 cannot be held (decimal precision 1..38, scale 0..precision)"),
+    6: ({**V2_COLS, "FEE": {"ordinal": 6, "type": "NUMERIC", "length": 0, "precision": 5, "scale": 9, "primaryKeyPosition": 0}},
+        {**V2_ROW, "ID": 60, "FEE": "0.5"},
+        "column FEE: NUMERIC with precision 5 and scale 9 cannot be held (decimal precision 1..38, scale 0..precision)"),
+    7: ({**V2_COLS, "ORDER DATE": {"ordinal": 6, "type": "DATE", "length": 0, "precision": 0, "scale": 0, "primaryKeyPosition": 0},
+         "A=B": {"ordinal": 7, "type": "INT4", "length": 0, "precision": 0, "scale": 0, "primaryKeyPosition": 0}},
+        {**V2_ROW, "ID": 70, "ORDER DATE": "2025-01-01", "A=B": 1},
+        'column name(s) ["ORDER DATE"], ["A=B"] hold a character Delta cannot store in a column name (one of space , ; '
+        '{ } ( ) newline tab = backtick); rename the column at the source'),
+}
+
+
+@pytest.fixture(scope="module")
+def qlik_run(spark, tmp_path_factory):
+    landing = tmp_path_factory.mktemp("qlik-reshape")
+    for f in QLIK_FIXTURES.iterdir():
+        (landing / f.name).write_text(f.read_text())
+    lines = []
+    for version, (cols, row, _) in QLIK_BAD_VERSIONS.items():
+        lines += [qlik_metadata(version, cols), qlik_insert(version * 10, row)]
+    lines.append(qlik_insert(99, V2_ROW))  # written with version 2's columns after all of them: decoded
+    (landing / "04_more.jsonl").write_text("\n".join(lines) + "\n")
+    src = qlik_source(landing)
+    t = qlik_table(src)
+    cols = qlik.columns_for(t, src, spark)
+    bronze = qlik.read_bronze(spark, src, streaming=False)
+    return src, t, cols, bronze, qlik.decode(bronze, t, cols)
+
+
+def test_qlik_bad_metadata_versions_do_not_reshape_the_table(qlik_run):
+    src, t, cols, *_ = qlik_run
+    assert [(c.name, c.spark_type, c.ordinal) for c in cols] == [
+        ("ID", "int", 1), ("NAME", "string", 2), ("EMAIL", "string", 3), ("BALANCE", "decimal(10,2)", 4),
+        ("TIER", "string", 5)]  # as with versions 1 and 2 alone (tests/test_qlik.py)
+    assert qlik.keys_for(t, src) == ["ID"]
+
+
+def test_qlik_messages_of_bad_versions_are_quarantined_good_ones_keep_every_column(qlik_run):
+    from decimal import Decimal
+
+    src, t, cols, bronze, d = qlik_run
+    silver = d.changes
+    assert silver.count() == 11  # the fixture's 10 changes (tests/test_qlik.py) + ID 6
+    (fay,) = [r for r in silver.collect() if r.key["ID"] == 6]
+    assert fay.after.asDict() == {"ID": 6, "NAME": "Fay", "EMAIL": "f@x.org", "BALANCE": Decimal("60.00"), "TIER": "gold"}
+    assert fay.sequence["commit_lsn"] == qlik_seq(99)
+    q = {json.loads(r.raw)["data"]["ID"]: r for r in d.quarantine.collect()}
+    assert sorted(q) == [33, 40, 50, 60, 70]
+    for version, (_, row, reason) in QLIK_BAD_VERSIONS.items():
+        r = q[row["ID"]]
+        assert r.reason == f"metadata version {version} of dbo.customers cannot type this message without reshaping " \
+                           f"the table: {reason}", version
+        assert (r.table_name, r.rules) == ("customers", ["decode"])
+    assert qlik.unrouted(bronze, src, [t]).count() == 0  # the metadata messages themselves are skipped, not lost
+
+
+def test_qlik_a_drop_is_taken_once_the_config_lists_the_columns(spark, qlik_run):
+    """The explicit change: `columns:` without EMAIL. Version 3 then types its message (ID 33)."""
+    src, _, _, bronze, _ = qlik_run
+    listed = tuple({"name": n, "type": ty} for n, ty in
+                   (("ID", "int"), ("NAME", "string"), ("BALANCE", "decimal(10,2)"), ("TIER", "string")))
+    t = qlik_table(src, columns=listed)
+    cols = qlik.columns_for(t, src, spark)
+    assert [c.name for c in cols] == ["ID", "NAME", "BALANCE", "TIER"]
+    d = qlik.decode(bronze, t, cols)
+    (r,) = [r for r in d.changes.collect() if r.key["ID"] == 33]
+    assert r.after.asDict() == {"ID": 33, "NAME": "Fay", "BALANCE": Decimal("60.00"), "TIER": "gold"}
+    assert sorted(json.loads(x.raw)["data"]["ID"] for x in d.quarantine.collect()) == [40, 50, 60, 70]
+
+
+def test_qlik_only_bad_metadata_is_a_config_error_with_the_reason(spark, tmp_path):
+    (tmp_path / "md.jsonl").write_text(qlik_metadata(1, QLIK_BAD_VERSIONS[4][0]) + "\n")
+    src = qlik_source(tmp_path)
+    with pytest.raises(ConfigError, match=r"version 1: column names equal but for case \(TIER, tier\)"):
+        qlik.columns_for(qlik_table(src), src, spark)

@@ -55,6 +55,15 @@ Split events
     that completes after it had timed out therefore moves from quarantine to silver: never lost,
     never decoded twice.
 
+Columns and keys (:func:`columns_for`, when the pipeline is defined)
+    Config ``columns:``/``keys:``, else the events': ``pkkey`` names give the keys and the distinct
+    ``eventsource.cols`` in commit order give the columns. A set of columns that drops a column an
+    earlier event listed, names two columns equal but for case, a name Delta cannot store (space
+    ``,;{}()`` newline tab ``=`` backtick) or a type that cannot be read (``decimal(40,2)``,
+    ``varchar(10``) never reshapes the table: :func:`decode` quarantines its events with the reason.
+    Added columns are taken (schema evolution). What was found is remembered for :func:`decode`,
+    which then runs no Spark job (inside a pipeline query function that is an error).
+
 Conservation (every bronze record is accounted for; :func:`disposition` lists each one)
     ``invalid_envelope`` and ``timed_out`` records are one quarantine row each; an ``event`` (an
     unsplit event) is one silver or quarantine row; the records of a complete split group

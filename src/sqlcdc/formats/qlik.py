@@ -95,6 +95,15 @@ Schema evolution
     ``tableVersion`` lands sees the new column; silver and gold are recomputed, so earlier rows
     read NULL for it.
 
+Metadata that must not reshape the table
+    A version that drops a column an older usable version has (of the table's columns: a config
+    ``columns:`` that leaves it out accepts the drop), names two columns equal but for case, names
+    a column with a character Delta cannot store (space ``,;{}()`` newline tab ``=`` backtick), or
+    has a NUMERIC/DECIMAL of precision above 38 or scale above precision is not usable: it adds no
+    column and gives no key, and the data messages it types are quarantined with
+    ``metadata version <n> of <schema.table> cannot type this message without reshaping the
+    table: <why>`` (:func:`_with_problems`). The metadata message itself is still skipped.
+
 Options (source ``options``, overridable per table ``options``)
     ``metadata_landing``: extra folder with metadata messages; ``glob``: file name filter;
     ``path_regex`` (table only): landed files of this table; ``mask_byte_order``: little | big.
@@ -574,6 +583,70 @@ def _table_versions(versions: DataFrame, table: TableConfig) -> DataFrame:
     )
 
 
+# --- metadata that must not reshape a table -------------------------------------------------------
+
+_BAD_NAME_RE = "[ ,;{}()\\n\\t=`]"  # Delta refuses these in a column name (and the backtick)
+
+
+def _static_problem(v: Column) -> Column:
+    """Why one metadata version (a struct with ``cols``) cannot define the table by itself: two column
+    names equal but for case, a name Delta cannot store, or a NUMERIC/DECIMAL Spark cannot hold
+    (precision above 38, or scale above precision). NULL when it can."""
+    cols = v["cols"]
+    names = F.transform(cols, lambda c: c["name"])
+    lowered = F.transform(names, lambda n: F.lower(n))
+    collide = F.filter(F.array_distinct(lowered), lambda n: F.size(F.filter(lowered, lambda m: m == n)) > 1)
+    bad_names = F.filter(names, lambda n: n.rlike(_BAD_NAME_RE))
+
+    def numeric_problem(c: Column) -> Column:
+        t = F.upper(F.trim(c["type"]))
+        args = F.regexp_extract(t, r"^(NUMERIC|DECIMAL)\s*\(\s*(\d+)\s*(,\s*(\d+)\s*)?\)\s*$", 2)
+        args_s = F.regexp_extract(t, r"^(NUMERIC|DECIMAL)\s*\(\s*(\d+)\s*(,\s*(\d+)\s*)?\)\s*$", 4)
+        in_type = args != ""
+        p = F.when(in_type, args.try_cast("bigint")).otherwise(F.coalesce(F.nullif(c["precision"].cast("bigint"), F.lit(0)), F.lit(38)))
+        sc_ = F.when(in_type, F.coalesce(F.nullif(args_s, F.lit("")).try_cast("bigint"), F.lit(0))).otherwise(
+            F.coalesce(c["scale"].cast("bigint"), F.lit(0)))
+        numeric = t.rlike("^(NUMERIC|DECIMAL)\\b")
+        return F.when(numeric & ((p > 38) | (sc_ > p) | (sc_ < 0)), F.format_string(
+            "column %s: %s with precision %s and scale %s cannot be held (decimal precision 1..38, scale 0..precision)",
+            c["name"], c["type"], p.cast("string"), sc_.cast("string")))
+
+    bad_types = F.filter(F.transform(cols, numeric_problem), lambda x: x.isNotNull())
+    problems = F.array(
+        F.when(F.size(collide) > 0, F.format_string(
+            "column names equal but for case (%s): Delta cannot hold both",
+            F.array_join(F.filter(names, lambda n: F.array_contains(collide, F.lower(n))), ", "))),
+        F.when(F.size(bad_names) > 0, F.format_string(
+            "column name(s) %s hold a character Delta cannot store in a column name (one of space , ; { } ( ) "
+            "newline tab = backtick); rename the column at the source",
+            F.array_join(F.transform(bad_names, lambda n: F.to_json(F.array(n))), ", "))),
+        F.when(F.size(bad_types) > 0, F.array_join(bad_types, "; ")),
+    )
+    return F.nullif(F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; "), F.lit(""))
+
+
+def _with_problems(versions: Column, qualified: str, relevant: list[str] | None) -> Column:
+    """``versions`` (an array of version structs with ``version`` and ``cols``) with a ``problem``
+    field each: :func:`_static_problem`, or a drop: the version lacks a column that an older usable
+    version has (of ``relevant`` when given: the table's columns). NULL when usable."""
+    names_of = lambda v: F.transform(v["cols"], lambda c: c["name"])  # noqa: E731
+    staged = F.transform(versions, lambda v: v.withField("problem", _static_problem(v)))
+
+    def with_drop(v: Column) -> Column:
+        older = F.filter(staged, lambda o: (o["version"] < v["version"]) & o["problem"].isNull())
+        had = F.array_distinct(F.flatten(F.transform(older, names_of)))
+        dropped = F.array_except(had, names_of(v))
+        if relevant is not None:
+            dropped = F.filter(dropped, lambda n: n.isin(*relevant) if relevant else F.lit(False))
+        drop = F.when(F.size(dropped) > 0, F.format_string(
+            f"it drops column(s) %s of {qualified}, which older versions have: the message is not taken to drop "
+            "them; dropping a column needs an explicit config change (`columns:` in the table config without it)",
+            F.array_join(dropped, ", ")))
+        return v.withField("problem", F.coalesce(v["problem"], drop))
+
+    return F.transform(staged, with_drop)
+
+
 # --- bronze ----------------------------------------------------------------------------------------
 
 
@@ -713,7 +786,8 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             F.array_sort(F.transform("cols", lambda c: c["name"])).alias("names"),
         ).alias("v")
     )
-    catalog = tv.agg(F.collect_list("v").alias("_versions"))
+    catalog = tv.agg(F.collect_list("v").alias("_versions0")).select(
+        _with_problems(F.col("_versions0"), f"{table.schema}.{table.table}", names).alias("_versions"))
     dt = dt.crossJoin(F.broadcast(catalog))
 
     op_raw = F.col("_op")
@@ -788,6 +862,9 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         .when(F.col("_meta").isNull(), F.format_string(
             f"no single metadata version of {qualified} has all the columns of the data message (%s)",
             F.array_join(F.col("_msg_names"), ", ")))
+        .when(F.col("_meta.problem").isNotNull(), F.format_string(
+            f"metadata version %s of {qualified} cannot type this message without reshaping the table: %s",
+            F.col("_meta.version").cast("string"), F.col("_meta.problem")))
         .when(F.lit(not keys), F.lit(
             f"{qualified} has no key: no column with primaryKeyPosition > 0 in its metadata and no `keys` in config"))
     )
@@ -884,9 +961,19 @@ def discover(spark: SparkSession, source: SourceConfig) -> DataFrame:
 
 
 def _versions_of(table: TableConfig, source: SourceConfig, spark: SparkSession | None) -> list[dict[str, Any]]:
+    """Every metadata version of ``table``, oldest first, each with its ``problem`` (NULL: usable)."""
     spark = spark or SparkSession.active()
-    rows = _table_versions(discover(spark, source), table).orderBy("version").collect()
+    tv = _table_versions(discover(spark, source), table)
+    fields = ("schema", "table", "version", "schema_id", "server", "task", "timestamp", "cols")
+    relevant = [c["name"] for c in table.columns] if table.columns else None
+    cat = tv.agg(F.collect_list(F.struct(*fields)).alias("vs")).select(
+        F.explode(_with_problems(F.col("vs"), table.qualified, relevant)).alias("v"))
+    rows = cat.select("v.*").orderBy("version").collect()
     return [r.asDict(recursive=True) for r in rows]
+
+
+def _usable(versions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [v for v in versions if v.get("problem") is None]
 
 
 def _union_columns(versions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -907,18 +994,25 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     :class:`ConfigError` says so.
     """
     overrides = {c["name"]: c for c in table.columns}
-    versions = _versions_of(table, source, spark)
+    every = _versions_of(table, source, spark)
+    versions = _usable(every)
     if not versions:
         if table.columns:
             return [ColumnSpec(c["name"], c["type"], lob=bool(c.get("lob", False))) for c in table.columns]
+        why = "; ".join(f"version {v['version']}: {v['problem']}" for v in every)
         raise ConfigError([
-            f"{table.file}:1: table: no Qlik metadata message for {table.qualified} under "
-            f"{', '.join(p for p in (source.landing, source.options.get('metadata_landing')) if p)} yet, and no "
+            f"{table.file}:1: table: no {'usable ' if every else ''}Qlik metadata message for {table.qualified} under "
+            f"{', '.join(p for p in (source.landing, source.options.get('metadata_landing')) if p)} yet"
+            f"{f' ({why[:1000]})' if why else ''}, and no "
             "`columns:` in the table config: land the metadata messages first, or give `columns:` and `keys:`"
         ])
     _discovered_keys[(source.name, table.name)] = list(table.keys) or _newest_keys(versions)
+    newest = {c["name"] for c in max(versions, key=lambda v: v["version"])["cols"]}
+    union = _union_columns(versions)
+    if table.columns:  # a column the newest version dropped stays only if the config lists it
+        union = [c for c in union if c["name"] in newest or c["name"] in overrides]
     specs = []
-    for c in _union_columns(versions):
+    for c in union:
         if c["name"] in overrides:
             o = overrides[c["name"]]
             specs.append(ColumnSpec(c["name"], o["type"], lob=bool(o.get("lob", False)), ordinal=c["ordinal"], source_type=c["type"]))
@@ -938,7 +1032,7 @@ def keys_for(table: TableConfig, source: SourceConfig | None = None, spark: Spar
     if table.keys:
         return list(table.keys)
     source = source or table.source
-    versions = _versions_of(table, source, spark)
+    versions = _usable(_versions_of(table, source, spark))
     if not versions:
         return []
     keys = _newest_keys(versions)
