@@ -86,6 +86,7 @@ def csv_landing(spark, tmp_path_factory):
     # no header: its first line is a data row
     (land / "dbo_orders_CT_garbage.csv").write_text("\n".join(csv_line(r) for r in rows[:2]) + "\n")
     write_csv(land / "dbo_orders_CT_unknown.csv", rows[:1], header=HEADER[:-1] + ["__$command"])
+    write_csv(land / "dbo_orders_CT_noamount.csv", [row(16, 2, 2, 14, "ned")], header=[h for h in HEADER if h != "amount"])
     write_csv(land / "dbo_orders_CT_10:00.csv", [row(7, 2, 2, 6, "fay")])  # Hadoop's Path refuses ':'
     write_csv(land / "dbo_orders_CT_[1].csv", [row(14, 2, 2, 13, "max")])  # glob characters are a name
     # line 3 opens a quote it never closes; line 5-6 is a good value spanning two lines; line 8 is short
@@ -120,6 +121,7 @@ def test_files_that_cannot_be_read_are_quarantined_as_files(csv_landing):
          "file dbo_orders_CT_garbage.csv cannot be mapped to change-table columns: its header lacks __$start_lsn, "
          "__$seqval, __$operation (it has '0x00000027000001000010', '', '0x00000027000001000002', '2', '0x1F', '1', "
          "...): not a change-table export, or its first line is not a header"),
+        ("dbo_orders_CT_noamount.csv", "column amount is not in the file's header or schema"),
         ("dbo_orders_CT_unknown.csv",
          "file dbo_orders_CT_unknown.csv cannot be mapped to change-table columns: its header has '__$command', "
          "which is not a change-table column (__$start_lsn, __$end_lsn, __$seqval, __$operation, __$update_mask, "

@@ -63,7 +63,9 @@ rest of the source lands:
   inside an unquoted value, as ``bcp`` may write it, is such an open quote: that line is
   quarantined, not guessed.)
 
-Values of different types in different Parquet files (``amount`` decimal here, text there) are
+A CSV or Parquet file without one of the table's configured columns has each row quarantined
+(``column amount is not in the file's header or schema``): the value was not exported, it is not
+NULL. Values of different types in different Parquet files (``amount`` decimal here, text there) are
 each rendered to JSON text and typed by the decoder, which quarantines a value that does not read.
 
 Decoding
@@ -334,6 +336,10 @@ def _read(spark: SparkSession, fmt: str, paths: list[str] | str, source: SourceC
 #: quarantines it with that reason; nothing is read from it (no value is ever defaulted).
 UNREADABLE = "__sqlcdc_unreadable"
 RAW_TEXT = "__sqlcdc_raw"
+#: Key added to the JSON of a CSV row: the row has every column of its file's header, so a column
+#: missing from it is missing from the file (a Parquet row says so with :data:`BINARY_HINT`); in
+#: JSON lines a missing column is NULL (``FOR JSON`` leaves NULLs out).
+WHOLE_ROW_HINT = "__sqlcdc_format"
 #: The metadata columns a file must have for its rows to be read.
 REQUIRED_COLUMNS = (START_LSN, SEQVAL, OPERATION)
 _GLOB_CHARS = re.compile(r"([\[\]{}*?\\])")
@@ -528,6 +534,9 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
     line = F.col("_l._line")
     on_its_own = ((F.length(line) - F.length(F.regexp_replace(line, '"', ""))) % 2 == 0) & line.rlike(shape)
     why = F.when(
+        (F.col("_pos") == 0) & (F.col("_last") == F.col("_open")),
+        F.format_string('line %d: a quote (") is not closed (unterminated or stray quote)', F.col("_l._n")),
+    ).when(
         F.col("_pos") == 0,
         F.format_string(
             'line %d: a quote (") is not closed where the record should end (unterminated or stray quote); '
@@ -553,7 +562,7 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
         F.when(F.col("_p._bad").isNotNull(), F.format_string(
             "line %d: the record does not have the %d fields of the file's header", F.col("_n"), F.lit(len(header)))),
     )
-    row = F.struct(*[F.col(f"_p.c{i}").alias(name) for i, name in enumerate(header)])
+    row = F.struct(*[F.col(f"_p.c{i}").alias(name) for i, name in enumerate(header)], F.lit("csv").alias(WHOLE_ROW_HINT))
     bad = F.struct(why.alias(UNREADABLE), F.col("_cand").alias(RAW_TEXT))
     value = F.when(why.isNull(), F.to_json(row, {"ignoreNullFields": "false"})).otherwise(
         F.to_json(bad, {"ignoreNullFields": "false"}))
@@ -833,6 +842,9 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
                     f"{COMMIT_TIME_COLUMN} %s is not a time within year 1..9999", F.substring(m[COMMIT_TIME_COLUMN], 1, 60))),
             ),
             F.col("_value_errors"),
+            # a CSV/Parquet file without a configured column: its value was not exported, never NULL
+            F.array(*[F.when((m[BINARY_HINT].isNotNull() | m[WHOLE_ROW_HINT].isNotNull()) & ~F.map_contains_key(m, c.name),
+                             F.lit(f"column {c.name} is not in the file's header or schema")) for c in columns]),
             F.array(*[F.when(m.isNotNull() & F.col("_img")[k].isNull(), F.lit(f"key column {k} is NULL")) for k in keys]),
         ),
         lambda r: r.isNotNull(),
