@@ -10,19 +10,23 @@ the helpers of tests/test_ces.py and tests/test_qlik.py; every expected value is
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
 from sqlcdc import pipeline
 from sqlcdc.cli import validate as v
 from sqlcdc.config import ConfigError, TableConfig, load_pipeline
-from sqlcdc.formats import ces
+from sqlcdc.formats import ces, qlik
 
 from test_ces import GUID, PURCHASE_COLS, event, land_json
 from test_ces import source as ces_source
+from test_qlik import FIXTURES as QLIK_FIXTURES
+from test_qlik import seq as qlik_seq
+from test_qlik import source as qlik_source
+from test_qlik import table as qlik_table
 
 # ============================================================================= CES
 
@@ -85,8 +89,6 @@ CES_QUARANTINED = {
 
 
 def after(n: int, tier=None) -> dict:
-    import datetime as dt
-
     return {"purchase_id": n, "customer_name": "Anna Doe", "product_id": 101, "product_name": "Game 2077",
             "price_per_item": 60, "quantity": 1, "purchase_date": dt.datetime(2025, 3, 14, 16, 45, 1),
             "payment_method": "Cash", "tier": tier}
@@ -278,13 +280,6 @@ def test_validate_checks_what_a_ces_table_without_keys_needs(spark, tmp_path, mo
 
 # ============================================================================= Qlik
 
-from test_qlik import FIXTURES as QLIK_FIXTURES  # noqa: E402
-from test_qlik import seq as qlik_seq  # noqa: E402
-from test_qlik import source as qlik_source  # noqa: E402
-from test_qlik import table as qlik_table  # noqa: E402
-
-from sqlcdc.formats import qlik  # noqa: E402
-
 V2_COLS = {
     "ID": {"ordinal": 1, "type": "INT4", "length": 0, "precision": 0, "scale": 0, "primaryKeyPosition": 1},
     "NAME": {"ordinal": 2, "type": "WSTRING", "length": 100, "precision": 0, "scale": 0, "primaryKeyPosition": 0},
@@ -370,8 +365,6 @@ def test_qlik_bad_metadata_versions_do_not_reshape_the_table(qlik_run):
 
 
 def test_qlik_messages_of_bad_versions_are_quarantined_good_ones_keep_every_column(qlik_run):
-    from decimal import Decimal
-
     src, t, cols, bronze, d = qlik_run
     silver = d.changes
     assert silver.count() == 11  # the fixture's 10 changes (tests/test_qlik.py) + ID 6
