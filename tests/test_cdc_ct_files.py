@@ -88,6 +88,8 @@ def csv_landing(spark, tmp_path_factory):
     write_csv(land / "dbo_orders_CT_unknown.csv", rows[:1], header=HEADER[:-1] + ["__$command"])
     write_csv(land / "dbo_orders_CT_noamount.csv", [row(16, 2, 2, 14, "ned")], header=[h for h in HEADER if h != "amount"])
     write_csv(land / "dbo_orders_CT_10:00.csv", [row(7, 2, 2, 6, "fay")])  # Hadoop's Path refuses ':'
+    blank_first = write_csv(land / "dbo_orders_CT_blank.csv", [row(17, 2, 2, 15, "ola")])  # empty lines, then the header
+    blank_first.write_text("\n\r\n" + blank_first.read_text())
     write_csv(land / "dbo_orders_CT_[1].csv", [row(14, 2, 2, 13, "max")])  # glob characters are a name
     # line 3 opens a quote it never closes; line 5-6 is a good value spanning two lines; line 8 is short
     lines = [csv_line(QUOTE_ROWS[0]),
@@ -143,7 +145,7 @@ def test_a_file_name_with_glob_characters_is_read(csv_landing):
 def test_an_unterminated_quote_swallows_nothing(csv_landing):
     bronze, decoded, _ = csv_landing
     landed = {r.after.id for r in decoded.changes.collect() if r.sequence.commit_lsn >= c(8)}
-    assert landed == {7, 9, 11, 12, 13}  # 13: the [1] file
+    assert landed == {7, 9, 11, 12, 13, 15}  # 13: the [1] file; 15: the file with empty lines first
     q = [x[1] for x in quarantined(decoded) if x[0] == "dbo_orders_CT_quote.csv"]
     assert q == [
         'line 3: a quote (") is not closed where the record should end (unterminated or stray quote); lines 3-5 '

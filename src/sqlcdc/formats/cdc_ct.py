@@ -384,35 +384,38 @@ def _columns_problem(names: list[str], what: str) -> str | None:
     return "; ".join(problems) or None
 
 
-def _csv_header(path: str, sep: str) -> tuple[list[str] | None, str | None, str]:
-    """``(names, problem, header text)`` of a CSV export: its first record, taken by the rule the
-    Spark side uses (physical lines until the count of ``"`` is even). ``(None, None, "")``: an
-    empty file (no records at all)."""
+def _csv_header(path: str, sep: str) -> tuple[list[str] | None, str | None, str, int]:
+    """``(names, problem, header text, empty lines before it)`` of a CSV export: its first record
+    that is not an empty line, taken by the rule the Spark side uses (physical lines until the count
+    of ``"`` is even). ``names`` and ``problem`` None: an empty file (no records at all)."""
     taken: list[str] = []
-    quotes = 0
+    quotes = blank = 0
     try:
         opener = gzip.open if path.lower().endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as fh:
             for line in fh:
+                if not taken and line.rstrip("\r\n") == "":
+                    blank += 1
+                    continue
                 taken.append(line.rstrip("\r\n"))
                 quotes += line.count('"')
                 if quotes % 2 == 0 or len(taken) >= 1000:
                     break
     except (OSError, EOFError, ValueError) as e:  # unreadable, truncated or not-gzip .gz, ...
-        return None, f"cannot be read ({type(e).__name__}: {str(e)[:200]})", ""
+        return None, f"cannot be read ({type(e).__name__}: {str(e)[:200]})", "", blank
     text = "\n".join(taken)
     if not taken:
-        return None, None, ""
+        return None, None, "", blank
     if quotes % 2:
-        return None, "cannot be read: a quote in its header line is not closed", text[:2000]
+        return None, "cannot be read: a quote in its header line is not closed", text[:2000], blank
     try:
         names = next(csv.reader(io.StringIO(text), delimiter=sep, quotechar='"', doublequote=True, strict=True))
     except (csv.Error, StopIteration, TypeError) as e:
-        return None, f"cannot be read: its header line is not CSV ({e})", text[:2000]
+        return None, f"cannot be read: its header line is not CSV ({e})", text[:2000], blank
     if names:
         names[0] = names[0].lstrip("\ufeff")  # a UTF-8 byte order mark
     problem = _columns_problem(names, "header")
-    return names, problem and f"cannot be mapped to change-table columns: {problem}", text[:2000]
+    return names, problem and f"cannot be mapped to change-table columns: {problem}", text[:2000], blank
 
 
 def _parquet_schema(path: str) -> tuple[tuple | None, str | None]:
@@ -477,7 +480,7 @@ def _csv_record_regex(sep: str) -> str:
     return f"^{field}(?:{s}{field})*+$"
 
 
-def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: SourceConfig) -> DataFrame:
+def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: SourceConfig, skip: int = 0) -> DataFrame:
     """CSV exports sharing ``header`` (one read): lines assembled into records in Spark, each record
     parsed with ``from_csv`` against the header's positions, so a file's own header names its values.
 
@@ -487,7 +490,8 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
     drops -- is taken apart into its lines: the first (where the quote was opened) is unreadable,
     every following line that is a whole record on its own is read, the rest are unreadable, with
     a reason naming the open quote's line. A record without the header's field count is unreadable.
-    Unreadable lines become :data:`UNREADABLE` bronze rows (quarantined by the decoder).
+    Unreadable lines become :data:`UNREADABLE` bronze rows (quarantined by the decoder). ``skip``:
+    the empty lines before the header (each is a record of its own).
     """
     sep = str(source.options.get("csv_delimiter", ","))
     null_value = str(source.options.get("csv_null_value", ""))
@@ -509,9 +513,9 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
     lines = lines.select(
         "_line", "source_file", "ingest_time", "_n", "_end",
         F.coalesce(F.sum(F.col("_end").cast("int")).over(in_file.rowsBetween(Window.unboundedPreceding, -1)),
-                   F.lit(0)).alias("_rec"),  # record 0 is the header
+                   F.lit(0)).alias("_rec"),  # record `skip` is the header
     )
-    records = lines.where(F.col("_rec") > 0).groupBy("source_file", "_rec").agg(
+    records = lines.where(F.col("_rec") > skip).groupBy("source_file", "_rec").agg(
         F.sort_array(F.collect_list(F.struct("_n", "_line", "_end"))).alias("_lines"),
         F.max("ingest_time").alias("ingest_time"),
     )
@@ -592,8 +596,8 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
         by_columns: dict[tuple, list[str]] = defaultdict(list)
         for path in files:
             if fmt == "csv":
-                names, problem, raw = _csv_header(path, sep)
-                key = tuple(names) if names is not None else None
+                names, problem, raw, blank = _csv_header(path, sep)
+                key = (tuple(names), blank) if names is not None else None
             else:
                 key, problem = _parquet_schema(path)
                 raw = ""
@@ -603,7 +607,7 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
                 by_columns[key].append(path)
         for key, paths in by_columns.items():
             if fmt == "csv":
-                frames.append(_read_csv(spark, paths, list(key), source))
+                frames.append(_read_csv(spark, paths, list(key[0]), source, key[1]))
             else:
                 frames.append(_to_bronze(spark.read.parquet(*[_spark_path(p) for p in paths]), hint=True))
     if unreadable:
