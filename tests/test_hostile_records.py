@@ -431,6 +431,9 @@ CES_CASES = [
          "envelope: not JSON: NaN is not a JSON value"),
     Case("ces", "duplicate key in the envelope", ces_line(63).replace('"operation": "INS"', '"operation": "INS", "operation": "DEL"', 1),
          "envelope: not JSON: duplicate key 'operation'"),
+    Case("ces", "two events on one line", ces_line(64) + ces_line(164), "envelope: not JSON: more than one JSON document on one line"),
+    Case("ces", "two events on one line, comma-separated", ces_line(65) + ", " + ces_line(165),
+         "envelope: not JSON: more than one JSON document on one line"),
 ]
 
 
@@ -536,6 +539,8 @@ QLIK_CASES = [
          "not JSON: duplicate key 'schema'"),
     Case("qlik", "JSON nested 5000 levels", '{"headers": {"operation": "INSERT"}, "data": ' + DEEP + "}",
          "not JSON: JSON nested too deeply"),
+    Case("qlik", "two messages on one line", qk(64) + qk(164), "not JSON: more than one JSON document on one line"),
+    Case("qlik", "a message and trailing text", qk(65) + " }", "not JSON: more than one JSON document on one line"),
 ]
 
 

@@ -44,7 +44,12 @@ NOT_JSON = "$: not JSON"
 #: The document of a bronze ``value`` as a VARIANT, NULL unless the line holds exactly one JSON
 #: document: Spark's parsers read ``{...}{...}`` as its first object and drop the rest
 #: (:func:`sqlcdc.formats.base.one_json_value` says why the test works).
-ONE_DOCUMENT = "CASE WHEN json_array_length('[' || value || ']') = 1 THEN try_parse_json(value) END"
+def one_document(value: str = "value") -> str:
+    """SQL text: the VARIANT of the JSON text in column ``value``, NULL unless it is exactly one document."""
+    return f"CASE WHEN json_array_length('[' || {value} || ']') = 1 THEN try_parse_json({value}) END"
+
+
+ONE_DOCUMENT = one_document()
 
 UNDECODABLE = "undecodable "
 """How a transport marks a value it could not turn into JSON text (e.g. Confluent Avro with an

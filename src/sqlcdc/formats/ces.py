@@ -304,7 +304,7 @@ def _get(doc: Column, path: str, type_: str = "string") -> Column:
 def envelopes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     """Bronze + the parsed envelope: ``_violations`` (envelope schema) and the attributes."""
     base = _segment_base(source)
-    v = F.try_parse_json(F.col("value"))
+    v = F.expr(sc.ONE_DOCUMENT)  # NULL (not JSON) for a line of two documents, never the first alone
     with_doc = bronze.select(*_BRONZE, v.alias("_doc"))
     d = F.col("_doc")
     idx = F.coalesce(_get(d, "$.segmentindex", "int"), _get(d, "$.splitindex", "int"))

@@ -340,7 +340,7 @@ def _parsed(bronze: DataFrame, kinds: tuple[str, ...] = ("DT", "MD")) -> DataFra
 
     Only ``select`` here: Spark Connect plans ``drop`` by resolving its input, which inside an
     SDP query function fails while the bronze table does not exist yet."""
-    df = bronze.select("*", F.try_parse_json(F.col("value")).alias("_doc"))
+    df = bronze.select("*", F.expr(sc.ONE_DOCUMENT).alias("_doc"))  # two documents on a line: not JSON
     wrapped, kind, msg = _shape("_doc")
     df = df.select("*", F.expr(wrapped).alias("_wrapped"), F.expr(kind).alias("_kind"), F.expr(msg).alias("_inner"))
     df = df.select("*", F.expr(_staged_rules(tuple(kinds))).alias("_rules"))
@@ -350,7 +350,7 @@ def _parsed(bronze: DataFrame, kinds: tuple[str, ...] = ("DT", "MD")) -> DataFra
 @lru_cache(maxsize=None)
 def _inline(kinds: tuple[str, ...] = ("DT", "MD"), value: str = "value") -> tuple[Column, Column, Column]:
     """(valid, kind, message) as expressions over the column ``value`` alone (for :func:`is_skipped`)."""
-    doc = f"try_parse_json({value})"
+    doc = sc.one_document(value)
     wrapped, kind, msg = _shape(doc)
     valid = F.expr(f"coalesce(size({_rules(doc, wrapped, kind, msg, kinds)}) = 0, false)")
     return valid, F.expr(kind), F.expr(msg)
