@@ -175,6 +175,16 @@ def test_sequence_by_other_than_the_lsn_order_is_refused_naming_file_and_line(tm
     assert problem.startswith(f"{tmp_path / 'tables' / 'a.yml'}:3: sequence_by: ordering by 'commit_time' is not supported")
 
 
+def test_a_column_name_delta_cannot_store_is_refused_naming_file_line_and_column(tmp_path):
+    path = _write(tmp_path, {
+        "pipeline.yml": PIPELINE,
+        "tables/a.yml": "table: dbo.a\nkeys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: 'Order Date', type: date}\n",
+    })
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{tmp_path / 'tables' / 'a.yml'}:5: columns[1].name: 'Order Date' holds a character "
+                              "Delta cannot store")
+
+
 def test_sources_one_location_a_topic_and_no_literal_secrets(tmp_path):
     path = _write(tmp_path, {"pipeline.yml": (
         "name: shop\n"

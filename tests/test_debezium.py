@@ -198,6 +198,22 @@ def test_missing_columns_and_no_schema_envelope_is_a_config_error_naming_the_tab
         debezium.columns_for(table, src)
 
 
+def test_a_discovered_column_name_delta_cannot_store_is_a_config_error_naming_it(tmp_path):
+    """Silver and gold keep the source's names; a space in one made Delta fail mid-run."""
+    from sqlcdc.config import ConfigError
+
+    ev = seed_event()
+    for f in ev["schema"]["fields"]:
+        if f["field"] in ("before", "after"):
+            f["fields"][1]["field"] = "first name"
+    (tmp_path / "a.json").write_text(json.dumps(ev) + "\n")
+    src = SourceConfig(name="inventory", format="debezium", landing=str(tmp_path))
+    table = TableConfig(name="customers", source=src, schema="dbo", table="customers", keys=("id",), file="t/customers.yml")
+    with pytest.raises(ConfigError, match=r"t/customers.yml:1: columns: the Debezium schema of dbo.customers names "
+                                          r"column\(s\) 'first name' with a character Delta cannot store"):
+        debezium.columns_for(table, src)
+
+
 def test_apply_frame_turns_a_key_change_into_delete_plus_upsert(spark):
     """CT/Qlik-style key change (one UPDATE, before key != after key) -> DELETE old + UPSERT new."""
     ev = event("u", before=customer(1, "a", "b"), after=customer(2, "a", "b"), commit_lsn=lsn(5, 1, 1), change_lsn=lsn(5, 1, 1))

@@ -33,6 +33,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from referencing import Registry, Resource
 
+from sqlcdc.names import unstorable
+
 SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
 
 
@@ -554,6 +556,13 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
 
     # Columns named by keys and lists must exist when the config gives the schema.
     known = [c["name"] for c in doc.get("columns") or ()]
+    for i, col in enumerate(known):
+        if unstorable(col):
+            problems.append(
+                f"{file}:{lines.get(('columns', i), lines.get(('columns',), 1))}: columns[{i}].name: {col!r} holds a "
+                "character Delta cannot store in a column name (space , ; { } ( ) newline tab = or a backtick); "
+                "leave the column out of `columns:` (its values are then not landed) or rename it at the source"
+            )
     if known:
         dup = sorted({c for c in known if known.count(c) > 1})
         if dup:

@@ -93,7 +93,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, StructField, StructType
 
-from sqlcdc import lsn, model
+from sqlcdc import lsn, model, names
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats import _schema_check as sc
@@ -488,9 +488,8 @@ def _routes(table: TableConfig) -> Column:
 
 # ----------------------------------------------------------------------------- columns & keys
 
-#: Characters Delta Lake refuses in a column name (plus the backtick, which SQL cannot quote back).
-DELTA_BAD_NAME_CHARS = " ,;{}()\n\t=`"
-_BAD_NAME_RE = "[ ,;{}()\\n\\t=`]"
+DELTA_BAD_NAME_CHARS = names.DELTA_BAD_NAME_CHARS
+_BAD_NAME_RE = names.DELTA_BAD_NAME_RE
 _ARGS_RE = r"^\s*[a-z][a-z0-9_ ]*?\s*(\(\s*([^)]*?)\s*\))?\s*$"
 
 

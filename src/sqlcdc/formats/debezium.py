@@ -57,7 +57,7 @@ from typing import Any, Iterable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc import lsn, model
+from sqlcdc import lsn, model, names
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats.base import one_json_value, read_text_lines, record_id
@@ -352,6 +352,16 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
                 f"{table.file}:1: columns: table {table.qualified} has no `columns:` and no Debezium "
                 f"envelope with a schema for it was found under {source.landing}; add `columns:` "
                 "(name and type per column) to the table config"
+            ]
+        )
+    bad = [c.name for c in found if names.unstorable(c.name)]
+    if bad:
+        raise ConfigError(
+            [
+                f"{table.file}:1: columns: the Debezium schema of {table.qualified} names column(s) "
+                f"{', '.join(map(repr, bad))} with a character Delta cannot store in a column name (space , ; "
+                "{ } ( ) newline tab = or a backtick); give `columns:` without them (their values are then not "
+                "landed) or rename them at the source"
             ]
         )
     return found

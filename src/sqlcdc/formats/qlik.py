@@ -132,7 +132,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from sqlcdc import lsn, model
+from sqlcdc import lsn, model, names
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats import _schema_check as sc
@@ -585,7 +585,7 @@ def _table_versions(versions: DataFrame, table: TableConfig) -> DataFrame:
 
 # --- metadata that must not reshape a table -------------------------------------------------------
 
-_BAD_NAME_RE = "[ ,;{}()\\n\\t=`]"  # Delta refuses these in a column name (and the backtick)
+_BAD_NAME_RE = names.DELTA_BAD_NAME_RE  # Delta refuses these in a column name (and the backtick)
 
 
 def _static_problem(v: Column) -> Column:
