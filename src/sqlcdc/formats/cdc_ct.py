@@ -511,11 +511,21 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
         (F.sum(n_quotes).over(in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)) % 2 == 0).alias("_end"),
     )
     lines = lines.select(
-        "_line", "source_file", "ingest_time", "_n", "_end",
+        "_line", "source_file", "ingest_time", "_block", "_mid", "_n", "_end",
+        F.coalesce(F.lag("_end").over(in_file), F.lit(True)).alias("_starts"),  # the line begins a record
         F.coalesce(F.sum(F.col("_end").cast("int")).over(in_file.rowsBetween(Window.unboundedPreceding, -1)),
                    F.lit(0)).alias("_rec"),  # record `skip` is the header
     )
-    records = lines.where(F.col("_rec") > skip).groupBy("source_file", "_rec").agg(
+    lines = lines.where(F.col("_rec") > skip)
+    # Most records are one line: they need no grouping (no shuffle).
+    one_line = F.col("_starts") & F.col("_end")
+    single = lines.where(one_line & (F.col("_line") != "")).select(  # Spark's CSV reader skips empty lines too
+        "source_file", "ingest_time", "_n", F.col("_line").alias("_cand"),
+        F.when(~F.col("_line").rlike(shape), F.format_string(
+            'line %d: not well-formed CSV (a quoted value is followed by text before the next delimiter)', F.col("_n"))
+        ).alias("_why"),
+    )
+    records = lines.where(~one_line).groupBy("source_file", "_rec").agg(
         F.sort_array(F.collect_list(F.struct("_n", "_line", "_end"))).alias("_lines"),
         F.max("ingest_time").alias("ingest_time"),
     )
@@ -524,37 +534,38 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
         "source_file", "ingest_time", "_lines", text.alias("_text"),
         F.element_at("_lines", -1)["_end"].alias("_closed"),
     )
+    # a well-formed record is one candidate; one that is not is taken apart into its lines
     well_formed = F.col("_closed") & F.col("_text").rlike(shape)
-    blank = (F.size("_lines") == 1) & (F.col("_text") == "")  # Spark's CSV reader skips empty lines too
-    whole = records.where(well_formed & ~blank).select(
-        "source_file", "ingest_time", F.col("_lines")[0]["_n"].alias("_n"), F.col("_text").alias("_cand"),
-        F.lit(None).cast("string").alias("_why"),
+    open_n, last_n = F.col("_lines")[0]["_n"], F.element_at("_lines", -1)["_n"]
+
+    def line_of(x: Column, i: Column) -> Column:
+        line = x["_line"]
+        on_its_own = ((F.length(line) - F.length(F.regexp_replace(line, '"', ""))) % 2 == 0) & line.rlike(shape)
+        why = F.when(
+            (i == 0) & (last_n == open_n),
+            F.format_string('line %d: a quote (") is not closed (unterminated or stray quote)', x["_n"]),
+        ).when(
+            i == 0,
+            F.format_string(
+                'line %d: a quote (") is not closed where the record should end (unterminated or stray quote); '
+                "lines %d-%d would have been read as one value: they are read line by line instead",
+                x["_n"], x["_n"], last_n),
+        ).when(
+            ~on_its_own,
+            F.format_string("line %d: not a CSV record on its own (it follows the quote left open at line %d)",
+                            x["_n"], open_n),
+        )
+        return F.struct(x["_n"].alias("_n"), line.alias("_cand"), why.alias("_why"), ((i == 0) | (line != "")).alias("_keep"))
+
+    pieces = F.when(
+        well_formed,
+        F.array(F.struct(open_n.alias("_n"), F.col("_text").alias("_cand"), F.lit(None).cast("string").alias("_why"),
+                         F.lit(True).alias("_keep"))),
+    ).otherwise(F.transform("_lines", line_of))
+    multi = records.select("source_file", "ingest_time", F.explode(pieces).alias("_c")).where(F.col("_c._keep")).select(
+        "source_file", "ingest_time", F.col("_c._n").alias("_n"), F.col("_c._cand").alias("_cand"), F.col("_c._why").alias("_why"),
     )
-    split = records.where(~well_formed).select(
-        "source_file", "ingest_time",
-        F.col("_lines")[0]["_n"].alias("_open"), F.element_at("_lines", -1)["_n"].alias("_last"),
-        F.posexplode("_lines").alias("_pos", "_l"),
-    )
-    line = F.col("_l._line")
-    on_its_own = ((F.length(line) - F.length(F.regexp_replace(line, '"', ""))) % 2 == 0) & line.rlike(shape)
-    why = F.when(
-        (F.col("_pos") == 0) & (F.col("_last") == F.col("_open")),
-        F.format_string('line %d: a quote (") is not closed (unterminated or stray quote)', F.col("_l._n")),
-    ).when(
-        F.col("_pos") == 0,
-        F.format_string(
-            'line %d: a quote (") is not closed where the record should end (unterminated or stray quote); '
-            "lines %d-%d would have been read as one value: they are read line by line instead",
-            F.col("_l._n"), F.col("_l._n"), F.col("_last")),
-    ).when(
-        ~on_its_own,
-        F.format_string("line %d: not a CSV record on its own (it follows the quote left open at line %d)",
-                        F.col("_l._n"), F.col("_open")),
-    )
-    split = split.where((F.col("_pos") == 0) | (line != "")).select(
-        "source_file", "ingest_time", F.col("_l._n").alias("_n"), line.alias("_cand"), why.alias("_why"),
-    )
-    cands = whole.unionByName(split)
+    cands = single.unionByName(multi)
     ddl = ", ".join(f"c{i} string" for i in range(len(header))) + ", _bad string"
     parsed = F.from_csv(
         F.col("_cand"), ddl,
