@@ -61,7 +61,9 @@ rest of the source lands:
   following line that is a whole record on its own lands, the others are quarantined naming the
   open quote's line. A record without the header's number of fields is quarantined. (One ``"``
   inside an unquoted value, as ``bcp`` may write it, is such an open quote: that line is
-  quarantined, not guessed.)
+  quarantined, not guessed.) This costs about twice Spark's own CSV reader (300k one-line rows on
+  a loaded 2-core machine: 6.6 s against 2.5-3.3 s, half of it the per-file line order), the price
+  of never letting a quote swallow rows.
 
 A CSV or Parquet file without one of the table's configured columns has each row quarantined
 (``column amount is not in the file's header or schema``): the value was not exported, it is not
