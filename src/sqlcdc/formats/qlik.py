@@ -102,7 +102,7 @@ Metadata that must not reshape the table
     has a NUMERIC/DECIMAL of precision above 38 or scale above precision is not usable: it adds no
     column and gives no key, and the data messages it types are quarantined with
     ``metadata version <n> of <schema.table> cannot type this message without reshaping the
-    table: <why>`` (:func:`_with_problems`). The metadata message itself is still skipped.
+    table: <why>`` (:func:`_versions_with_problems`). The metadata message itself is still skipped.
 
 Options (source ``options``, overridable per table ``options``)
     ``metadata_landing``: extra folder with metadata messages; ``glob``: file name filter;
@@ -588,54 +588,58 @@ def _table_versions(versions: DataFrame, table: TableConfig) -> DataFrame:
 _BAD_NAME_RE = names.DELTA_BAD_NAME_RE  # Delta refuses these in a column name (and the backtick)
 
 
-def _static_problem(v: Column) -> Column:
-    """Why one metadata version (a struct with ``cols``) cannot define the table by itself: two column
-    names equal but for case, a name Delta cannot store, or a NUMERIC/DECIMAL Spark cannot hold
-    (precision above 38, or scale above precision). NULL when it can."""
-    cols = v["cols"]
-    names = F.transform(cols, lambda c: c["name"])
-    lowered = F.transform(names, lambda n: F.lower(n))
-    collide = F.filter(F.array_distinct(lowered), lambda n: F.size(F.filter(lowered, lambda m: m == n)) > 1)
-    bad_names = F.filter(names, lambda n: n.rlike(_BAD_NAME_RE))
+def _numeric_problem(c: Column) -> Column:
+    """Why a column struct's NUMERIC/DECIMAL cannot be held by Spark (NULL when it can)."""
+    t = F.upper(F.trim(c["type"]))
+    shape = r"^(NUMERIC|DECIMAL)\s*\(\s*(\d+)\s*(,\s*(\d+)\s*)?\)\s*$"
+    args, args_s = F.regexp_extract(t, shape, 2), F.regexp_extract(t, shape, 4)
+    in_type = args != ""
+    p = F.when(in_type, args.try_cast("bigint")).otherwise(F.coalesce(F.nullif(c["precision"].cast("bigint"), F.lit(0)), F.lit(38)))
+    sc_ = F.when(in_type, F.coalesce(F.nullif(args_s, F.lit("")).try_cast("bigint"), F.lit(0))).otherwise(
+        F.coalesce(c["scale"].cast("bigint"), F.lit(0)))
+    return F.when(t.rlike("^(NUMERIC|DECIMAL)\\b") & ((p > 38) | (sc_ > p) | (sc_ < 0)), F.format_string(
+        "column %s: %s with precision %s and scale %s cannot be held (decimal precision 1..38, scale 0..precision)",
+        c["name"], c["type"], p.cast("string"), sc_.cast("string")))
 
-    def numeric_problem(c: Column) -> Column:
-        t = F.upper(F.trim(c["type"]))
-        args = F.regexp_extract(t, r"^(NUMERIC|DECIMAL)\s*\(\s*(\d+)\s*(,\s*(\d+)\s*)?\)\s*$", 2)
-        args_s = F.regexp_extract(t, r"^(NUMERIC|DECIMAL)\s*\(\s*(\d+)\s*(,\s*(\d+)\s*)?\)\s*$", 4)
-        in_type = args != ""
-        p = F.when(in_type, args.try_cast("bigint")).otherwise(F.coalesce(F.nullif(c["precision"].cast("bigint"), F.lit(0)), F.lit(38)))
-        sc_ = F.when(in_type, F.coalesce(F.nullif(args_s, F.lit("")).try_cast("bigint"), F.lit(0))).otherwise(
-            F.coalesce(c["scale"].cast("bigint"), F.lit(0)))
-        numeric = t.rlike("^(NUMERIC|DECIMAL)\\b")
-        return F.when(numeric & ((p > 38) | (sc_ > p) | (sc_ < 0)), F.format_string(
-            "column %s: %s with precision %s and scale %s cannot be held (decimal precision 1..38, scale 0..precision)",
-            c["name"], c["type"], p.cast("string"), sc_.cast("string")))
 
-    bad_types = F.filter(F.transform(cols, numeric_problem), lambda x: x.isNotNull())
+def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: str, relevant: list[str] | None) -> DataFrame:
+    """All versions of ``tv`` (one row per version, with ``cols``) as one row: ``_versions``, an
+    array of ``struct(<fields>, problem)``, ``problem`` NULL when the version can define the table.
+
+    A version cannot when it names two columns equal but for case, a name Delta cannot store, a
+    NUMERIC/DECIMAL Spark cannot hold (precision above 38, or scale above precision), or drops a
+    column that an older usable version has (of ``relevant`` when given: the table's columns).
+
+    Built in several selects, each a shallow expression: Spark Connect sends a plan as nested
+    protobuf messages and refuses one nested deeper than 100 (one expression doing all of it did).
+    """
+    names_of = lambda v: F.transform(v["cols"], lambda c: c["name"])  # noqa: E731
+    staged = tv.select(*fields, F.transform("cols", lambda c: c["name"]).alias("_names"))
+    staged = staged.select(
+        "*",
+        F.transform("_names", lambda n: F.lower(n)).alias("_lowered"),
+        F.filter("_names", lambda n: n.rlike(_BAD_NAME_RE)).alias("_bad_names"),
+        F.filter(F.transform("cols", _numeric_problem), lambda x: x.isNotNull()).alias("_bad_types"),
+    )
+    staged = staged.select(
+        "*", F.filter(F.array_distinct("_lowered"), lambda n: F.size(F.filter("_lowered", lambda m: m == n)) > 1).alias("_collide"))
     problems = F.array(
-        F.when(F.size(collide) > 0, F.format_string(
+        F.when(F.size("_collide") > 0, F.format_string(
             "column names equal but for case (%s): Delta cannot hold both",
-            F.array_join(F.filter(names, lambda n: F.array_contains(collide, F.lower(n))), ", "))),
-        F.when(F.size(bad_names) > 0, F.format_string(
+            F.array_join(F.filter("_names", lambda n: F.array_contains(F.col("_collide"), F.lower(n))), ", "))),
+        F.when(F.size("_bad_names") > 0, F.format_string(
             "column name(s) %s hold a character Delta cannot store in a column name (one of space , ; { } ( ) "
             "newline tab = backtick); rename the column at the source",
-            F.array_join(F.transform(bad_names, lambda n: F.to_json(F.array(n))), ", "))),
-        F.when(F.size(bad_types) > 0, F.array_join(bad_types, "; ")),
+            F.array_join(F.transform("_bad_names", lambda n: F.to_json(F.array(n))), ", "))),
+        F.when(F.size("_bad_types") > 0, F.array_join("_bad_types", "; ")),
     )
-    return F.nullif(F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; "), F.lit(""))
-
-
-def _with_problems(versions: Column, qualified: str, relevant: list[str] | None) -> Column:
-    """``versions`` (an array of version structs with ``version`` and ``cols``) with a ``problem``
-    field each: :func:`_static_problem`, or a drop: the version lacks a column that an older usable
-    version has (of ``relevant`` when given: the table's columns). NULL when usable."""
-    names_of = lambda v: F.transform(v["cols"], lambda c: c["name"])  # noqa: E731
-    staged = F.transform(versions, lambda v: v.withField("problem", _static_problem(v)))
+    problem = F.nullif(F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; "), F.lit(""))
+    catalog = staged.select(F.struct(*fields, problem.alias("problem")).alias("v")).agg(
+        F.collect_list("v").alias("_staged"))
 
     def with_drop(v: Column) -> Column:
-        older = F.filter(staged, lambda o: (o["version"] < v["version"]) & o["problem"].isNull())
-        had = F.array_distinct(F.flatten(F.transform(older, names_of)))
-        dropped = F.array_except(had, names_of(v))
+        older = F.filter("_staged", lambda o: (o["version"] < v["version"]) & o["problem"].isNull())
+        dropped = F.array_except(F.array_distinct(F.flatten(F.transform(older, names_of))), names_of(v))
         if relevant is not None:
             dropped = F.filter(dropped, lambda n: n.isin(*relevant) if relevant else F.lit(False))
         drop = F.when(F.size(dropped) > 0, F.format_string(
@@ -644,7 +648,7 @@ def _with_problems(versions: Column, qualified: str, relevant: list[str] | None)
             F.array_join(dropped, ", ")))
         return v.withField("problem", F.coalesce(v["problem"], drop))
 
-    return F.transform(staged, with_drop)
+    return catalog.select(F.transform("_staged", with_drop).alias("_versions"))
 
 
 # --- bronze ----------------------------------------------------------------------------------------
@@ -781,13 +785,11 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
 
     # all versions of this table as one row (an empty array when none arrived): broadcast to every message
     tv = _table_versions(versions, table).select(
-        F.struct(
-            "version", "schema_id", "server", "task", "cols",
-            F.array_sort(F.transform("cols", lambda c: c["name"])).alias("names"),
-        ).alias("v")
+        "version", "schema_id", "server", "task", "cols",
+        F.array_sort(F.transform("cols", lambda c: c["name"])).alias("names"),
     )
-    catalog = tv.agg(F.collect_list("v").alias("_versions0")).select(
-        _with_problems(F.col("_versions0"), f"{table.schema}.{table.table}", names).alias("_versions"))
+    catalog = _versions_with_problems(
+        tv, ("version", "schema_id", "server", "task", "cols", "names"), f"{table.schema}.{table.table}", names)
     dt = dt.crossJoin(F.broadcast(catalog))
 
     op_raw = F.col("_op")
@@ -966,8 +968,7 @@ def _versions_of(table: TableConfig, source: SourceConfig, spark: SparkSession |
     tv = _table_versions(discover(spark, source), table)
     fields = ("schema", "table", "version", "schema_id", "server", "task", "timestamp", "cols")
     relevant = [c["name"] for c in table.columns] if table.columns else None
-    cat = tv.agg(F.collect_list(F.struct(*fields)).alias("vs")).select(
-        F.explode(_with_problems(F.col("vs"), table.qualified, relevant)).alias("v"))
+    cat = _versions_with_problems(tv, fields, table.qualified, relevant).select(F.explode("_versions").alias("v"))
     rows = cat.select("v.*").orderBy("version").collect()
     return [r.asDict(recursive=True) for r in rows]
 
