@@ -118,6 +118,12 @@ def _without(doc: dict, field: str) -> dict:
     return {k: v for k, v in doc.items() if k != field}
 
 
+def _dbz_source_without(id_: int, field: str) -> dict:
+    doc = dbz_doc(id_)
+    doc["source"].pop(field)
+    return doc
+
+
 def dbz(id_: int, op: str = "c", source: dict | None = None, **after_changes) -> str:
     doc = dbz_doc(id_, op, **after_changes)
     doc["source"].update(source or {})
@@ -216,6 +222,11 @@ DBZ_CASES = [
     # a tombstone is {"payload": null} (with a schema at most), not any text that mentions "payload"
     Case("debezium", "no op, 'payload' in a value", json.dumps(_without(dbz_doc(88, name="payload"), "op")),
          "missing `payload` (and no payload-only fields"),
+    # envelopes that do not route
+    Case("debezium", "op in upper case", dbz(89, op="C"), "unknown op 'C' (expected one of c, u, d, r, t)"),
+    Case("debezium", "source without table", json.dumps(_dbz_source_without(91, "table")), "missing `payload.source.table`"),
+    Case("debezium", "a table not onboarded (other schema)", dbz(93, source={"schema": "sales"}),
+         "no onboarded table for sales.items in source"),
     Case("debezium", "null payload beside another field", '{"schema": null, "payload": null, "op": "d"}', "missing `payload.source`"),
 ]
 
@@ -331,6 +342,8 @@ CT_CASES = [
     # not JSON
     Case("cdc_ct", "not JSON", "garbage row 53", "not a JSON object"),
     Case("cdc_ct", "JSON nested 5000 levels", '{"__$start_lsn": ' + DEEP + "}", "not a JSON object"),
+    Case("cdc_ct", "two rows on one line", ct(54) + ct(154), "more than one JSON document on one line"),
+    Case("cdc_ct", "two rows on one line, comma-separated", ct(55) + "," + ct(155), "more than one JSON document on one line"),
 ]
 
 

@@ -168,7 +168,7 @@ from pyspark.sql import functions as F
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
-from sqlcdc.formats.base import record_id
+from sqlcdc.formats.base import one_json_value, record_id
 from sqlcdc.values import ColumnSpec, commit_time, typed_struct
 
 NAME = "cdc_ct"
@@ -814,8 +814,8 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
     ci = table_capture_instance(table)
     option_b64 = str(table.source.options.get("binary_text", "hex")).lower() == "base64"
     rows = bronze.where(F.lower(capture_instance_col(F.col("source_file"))) == ci.lower())
-    m = F.from_json(F.col("value"), "map<string,string>")
-    rows = rows.select("*", m.alias("_m"))
+    first = F.from_json(F.col("value"), "map<string,string>")  # of '{...}{...}' Spark reads the first alone
+    rows = rows.select("*", F.when(one_json_value(F.col("value")), first).alias("_m"), first.isNotNull().alias("_an_object"))
     m = F.col("_m")
     prefer_b64 = F.lit(True) if option_b64 else F.coalesce(m[BINARY_HINT] == "base64", F.lit(False))
     image, value_errors = typed_struct(_raw_map(m, columns, prefer_b64), columns)
@@ -842,7 +842,9 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
     reasons = F.filter(
         F.concat(
             F.array(
-                F.when(m.isNull(), F.lit("not a JSON object")),
+                F.when(m.isNull() & F.col("_an_object"), F.lit(
+                    "more than one JSON document on one line (each landed line must hold exactly one change-table row)")),
+                F.when(~F.col("_an_object"), F.lit("not a JSON object")),
                 F.when(m.isNotNull() & m[START_LSN].isNull(), F.lit(f"missing {START_LSN}")),
                 F.when(m[START_LSN].isNotNull() & F.col("_start").isNull(),
                        F.format_string(f"{START_LSN} %s is not an LSN ({_LSN_SHAPES})", F.substring(m[START_LSN], 1, 60))),
