@@ -5,6 +5,11 @@ scenario (docs/testing.md): a Debezium feed (bronze -> silver -> gold, quarantin
 the CES seed's insert/update/delete of Purchases 105 and the Qlik customers story (full load, CDC
 with partial masks, a key change, a delete, tableVersion 2 adding TIER). The second run lands one new
 file per source and must read only those.
+
+The same pipeline carries issue 16's hostile corpus (tests/hostile/corpus.py: every case of
+tests/test_hostile_records.py landed as files, one source per producer): run 1 must put each record
+in its expected place, the good ones in gold exactly; run 2 lands nothing for those sources and
+must change none of their tables.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from hostile import corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "debezium" / "inventory"
@@ -43,12 +50,15 @@ def ces_line(name: str) -> str:
 
 def write_config(base: Path, dbz: Path, ces: Path, qlik: Path) -> Path:
     (base / "tables").mkdir(parents=True)
+    hostile_sources, hostile_tables = corpus.land(dbz.parent / "hostile")
     (base / "pipeline.yml").write_text(
         "name: e2e\nsources:\n"
         f"  inventory:\n    format: debezium\n    landing: {dbz}\n"
         f"  ces_src:\n    format: ces\n    landing: {ces}\n    options: {{serialization: json}}\n"
-        f"  crm:\n    format: qlik\n    landing: {qlik}\n"
+        f"  crm:\n    format: qlik\n    landing: {qlik}\n" + hostile_sources
     )
+    for name, body in hostile_tables.items():
+        (base / "tables" / name).write_text(body)
     (base / "tables" / "customers.yml").write_text("source: inventory\ntable: dbo.customers\nkeys: [id]\n")
     (base / "tables" / "purchases.yml").write_text("source: ces_src\ntable: dbo.Purchases\nkeys: [purchase_id]\n")
     # keys from Qlik's metadata message
@@ -99,6 +109,9 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
     customers = table(spark, wh, "gold_crm_customers_scd1")
     assert customers.columns == ["ID", "NAME", "EMAIL", "BALANCE"]
     assert sorted((r.ID, r.NAME) for r in customers.collect()) == [(1, "Alice"), (2, "Bob"), (3, "Carol")]
+    # the hostile corpus: every record in its place, good ones in gold exactly, gold readable by Python
+    corpus.check(spark, wh / "tables")
+    hostile_tables = corpus.snapshot(spark, wh / "tables")
 
     # --- run 2: one new file per source; each source reads only it ------------------------------
     shutil.copy(SAMPLES / "002-changes.json", dbz_in / "002-changes.json")
@@ -106,6 +119,7 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
     shutil.copy(QLIK / "03_cdc.jsonl", qlik_in / "03_cdc.jsonl")  # with the tableVersion 2 metadata mid-file
     second = run(config, wh)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert corpus.snapshot(spark, wh / "tables") == hostile_tables  # nothing new landed for them: unchanged
 
     bronze = table(spark, wh, "bronze_inventory")
     assert bronze.count() == 16
@@ -173,7 +187,8 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
     # Every gold table opens outside Spark: delta-rs (what pandas and Polars use) reads the same rows.
     import deltalake
 
-    gold = sorted(p.name for p in (wh / "tables").iterdir() if p.name.startswith("gold_") and "__" not in p.name)
+    gold = sorted(p.name for p in (wh / "tables").iterdir()
+                  if p.name.startswith("gold_") and "__" not in p.name and not p.name.startswith("gold_hostile_"))
     assert len(gold) == 6
     for name in gold:
         via_rs = deltalake.DeltaTable(str(wh / "tables" / name)).to_pandas()

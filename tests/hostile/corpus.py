@@ -1,0 +1,183 @@
+"""The hostile-record corpus of ``tests/test_hostile_records.py`` as landed files of a real pipeline.
+
+``land(base)`` writes every case of the four producers as files, one source per producer, and
+returns the sources' and tables' config text; ``check(spark, tables)`` then asserts what issue 16
+asks of one ``sqlcdc run`` over them: each record in exactly its expected place (silver with its
+exact values, or quarantine with a reason naming the problem), the balance of every source, the
+good records in gold with their exact values (SCD1 and the current SCD2 version), and every gold
+table readable by ``toPandas()``. ``snapshot(spark, tables)`` is every corpus table's rows, to show
+that a run with no new files changes nothing.
+
+``tests/test_e2e_pipeline.py`` adds these sources to its pipeline (a real run costs minutes on two
+cores). As a script, to look at a run by hand::
+
+    .venv/bin/python tests/hostile/corpus.py /tmp/hostile          # writes, runs sqlcdc run, checks
+    .venv/bin/python tests/hostile/corpus.py /tmp/hostile --write-only
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+import test_hostile_records as h  # noqa: E402  (the corpus: cases and their expected places)
+
+SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
+
+#: producer -> (source name, table name, landed file name); names distinct from the e2e's own
+SOURCES = {
+    "debezium": ("hostile_dbz", "hostile_items", "items.json"),
+    "cdc_ct": ("hostile_ct", "hostile_orders", "cdc.dbo_orders_CT.jsonl"),
+    "ces": ("hostile_ces", "hostile_purchases", "part-0.json"),
+    "qlik": ("hostile_qlik", "hostile_t", "part-0.jsonl"),
+}
+#: records of a producer that are neither silver nor quarantine: Qlik's metadata message is skipped
+SKIPPED = {"qlik": [json.dumps(h.QLIK_METADATA)]}
+#: where the pipeline words a reason otherwise than the decoder alone: its envelope check (JSON
+#: Schema, schemas/*.schema.json) runs first and names the same field
+PIPELINE_REASONS = {
+    ("debezium", "commit_lsn a JSON number"): "$.source.commit_lsn: 123456 is not of type 'string', 'null'",
+    ("debezium", "NaN literal"): "not JSON: NaN is not a JSON value",
+    ("debezium", "duplicate key"): "not JSON: duplicate key 'op' in one object",
+    ("debezium", "JSON nested 5000 levels"): "not JSON: JSON nested too deeply (5001 levels",
+    ("debezium", "deep JSON in after"): "not JSON: JSON nested too deeply (5002 levels",
+    ("debezium", "no op, 'payload' in a value"): "'op' is a required property",
+    ("debezium", "op in upper case"): "$.op: 'C' is not one of ['c', 'u', 'd', 'r', 't']",
+    ("debezium", "source without table"): "$.source: 'table' is a required property",
+    ("debezium", "null payload beside another field"): "$.payload: None is not of type 'object'",
+}
+CASES_OF = {"debezium": h.DBZ_CASES, "cdc_ct": h.CT_CASES, "ces": h.CES_CASES, "qlik": h.QLIK_CASES}
+KEYS = {"debezium": "id", "cdc_ct": "id", "ces": "purchase_id", "qlik": "ID"}
+
+
+def _dbz_type(field: dict) -> str:
+    """A Connect field of the corpus's dbo.items as a ``columns:`` type (docs/config.md)."""
+    params = field.get("parameters") or {}
+    if field.get("name") == h._DEC:
+        return f"decimal({params['connect.decimal.precision']},{params['scale']})"
+    return field.get("name") or field["type"]
+
+
+def _columns_yaml(columns) -> str:
+    return "columns:\n" + "".join(
+        f"  - {{name: {c['name']}, type: '{c['type']}'" + (", lob: true" if c.get("lob") else "") + "}\n" for c in columns)
+
+
+def land(landing: Path) -> tuple[str, dict[str, str]]:
+    """Write the corpus under ``landing``; return (the ``sources:`` entries as YAML, table file name
+    -> table config text)."""
+    lines = {p: SKIPPED.get(p, []) + [c.record for c in cases] for p, cases in CASES_OF.items()}
+    sources = ""
+    for producer, (source, _, file) in SOURCES.items():
+        folder = landing / source
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / file).write_text("\n".join(lines[producer]) + "\n")
+        options = "    options: {serialization: json}\n" if producer == "ces" else ""
+        sources += f"  {source}:\n    format: {producer}\n    landing: {folder}\n{options}"
+    dbz_cols = [{"name": f["field"], "type": _dbz_type(f)} for f in h.DBZ_FIELDS]
+    tables = {
+        "hostile_items": "source: hostile_dbz\ntable: dbo.items\nkeys: [id]\n" + _columns_yaml(dbz_cols),
+        "hostile_orders": "source: hostile_ct\ntable: dbo.orders\nkeys: [id]\n" + _columns_yaml(h.CT_COLUMNS_CONFIG),
+        "hostile_purchases": "source: hostile_ces\ntable: dbo.Purchases\nkeys: [purchase_id]\n",
+        "hostile_t": "source: hostile_qlik\ntable: dbo.t\n",  # keys and columns from the metadata message
+    }
+    return sources, {f"{name}.yml": f"name: {name}\n{body}" for name, body in tables.items()}
+
+
+def write(base: Path) -> Path:
+    """A pipeline of the corpus alone under ``base``; returns its config."""
+    sources, tables = land(base / "landing")
+    (base / "config" / "tables").mkdir(parents=True, exist_ok=True)
+    (base / "config" / "pipeline.yml").write_text("name: hostile\nsources:\n" + sources)
+    for name, body in tables.items():
+        (base / "config" / "tables" / name).write_text(body)
+    return base / "config" / "pipeline.yml"
+
+
+def _read(spark, tables: Path, name: str):
+    return spark.read.format("delta").load(str(tables / name))
+
+
+def check(spark, tables: Path) -> None:
+    """Assert the corpus's outcome in a warehouse's ``tables`` folder (see the module docstring)."""
+    for producer, (source, table, _) in SOURCES.items():
+        bronze = _read(spark, tables, f"bronze_{source}")
+        silver = _read(spark, tables, f"silver_{table}")
+        out = h._outcomes(bronze, silver, [_read(spark, tables, f"quarantine_{source}")])
+        cases = CASES_OF[producer]
+        # the balance: every landed record in exactly one place (skipped ones in none)
+        landed = [r.value for r in bronze.select("value").collect()]
+        assert sorted(landed) == sorted(SKIPPED.get(producer, []) + [c.record for c in cases]), source
+        for skipped in SKIPPED.get(producer, []):
+            assert skipped not in out, f"{source}: a skipped record is in {out[skipped]}"
+        assert _read(spark, tables, f"dropped_{source}").count() == 0, source
+        wrong = []
+        for c in cases:
+            places = out.get(c.record, [])
+            reason = PIPELINE_REASONS.get((producer, c.kind), c.reason)
+            if len(places) != 1:
+                wrong.append(f"{c.kind}: in {len(places)} places: {places}")
+            elif c.place == "quarantine" and (places[0][0] != "quarantine" or reason not in (places[0][1] or "")):
+                wrong.append(f"{c.kind}: expected quarantine with {reason!r}, got {places[0]}")
+            elif c.place == "silver" and (places[0][0] != "silver" or places[0][1].after.asDict() != c.after):
+                wrong.append(f"{c.kind}: expected silver {c.after}, got {places[0]}")
+        assert not wrong, f"{source}:\n" + "\n".join(wrong)
+        # good records reach gold exactly: SCD1 and the open SCD2 version (each has its own key)
+        key = KEYS[producer]
+        good = {c.after[key]: c.after for c in cases if c.place == "silver"}
+        scd1 = {r[key]: r.asDict() for r in _read(spark, tables, f"gold_{table}_scd1").collect()}
+        assert scd1 == good, f"gold_{table}_scd1"
+        scd2 = _read(spark, tables, f"gold_{table}_scd2")
+        current = {r[key]: {k: v for k, v in r.asDict().items() if not k.startswith("__")}
+                   for r in scd2.where("__END_AT IS NULL").collect()}
+        assert current == good and scd2.count() == len(good), f"gold_{table}_scd2"
+        for name in (f"gold_{table}_scd1", f"gold_{table}_scd2"):
+            _readable_by_python_clients(spark, tables, name, len(good))
+
+
+def _readable_by_python_clients(spark, tables: Path, name: str, rows: int) -> None:
+    """``collect()``, delta-rs ``to_pandas()`` and Spark's ``toPandas()`` all read the table (an
+    out-of-domain value, year 0 or 99999, made them raise). Spark's ``toPandas()`` always converts
+    timestamps to pandas' nanoseconds (1677-09-21..2262-04-11), so it cannot hold a SQL Server
+    ``datetime2`` like 9999-12-31 whatever the table: those rows are read by the other two."""
+    import deltalake
+
+    df = _read(spark, tables, name)
+    assert len(df.collect()) == rows, name
+    assert len(deltalake.DeltaTable(str(tables / name)).to_pandas()) == rows, name
+    stamps = [f.name for f in df.schema.fields if f.dataType.typeName().startswith("timestamp")]
+    in_ns = " AND ".join(f"(`{c}` IS NULL OR `{c}` BETWEEN '1677-09-22' AND '2262-04-11')" for c in stamps) or "true"
+    assert len(df.where(in_ns).toPandas()) == df.where(in_ns).count(), name
+
+
+def snapshot(spark, tables: Path) -> dict[str, list]:
+    """Every corpus table's rows (sorted), to compare two runs."""
+    names = [f"{layer}_{source}" for source, _, _ in SOURCES.values() for layer in ("bronze", "quarantine", "dropped")]
+    names += [n for _, table, _ in SOURCES.values() for n in (f"silver_{table}", f"gold_{table}_scd1", f"gold_{table}_scd2")]
+    return {n: sorted(map(str, _read(spark, tables, n).collect())) for n in names}
+
+
+def run(config: Path, warehouse: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse)],
+                          capture_output=True, text=True, timeout=1800)
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1]).resolve()
+    cfg = write(out)
+    print(f"corpus: {len(h.CASES)} records of four producers under {out / 'landing'}; config {cfg}")
+    if "--write-only" not in sys.argv:
+        res = run(cfg, out / "warehouse")
+        print(res.stdout[-4000:], res.stderr[-4000:], sep="\n")
+        if res.returncode == 0:
+            from sqlcdc.runtime import local_spark
+
+            check(local_spark(), out / "warehouse" / "tables")
+            print("corpus check: every record in its expected place; gold exact; balances ok")
+        sys.exit(res.returncode)
