@@ -93,9 +93,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, StructField, StructType
 
-from sqlcdc import lsn, model, names
+from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
+from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats.base import bronze_columns, read_text_lines
 from sqlcdc.values import ColumnSpec, commit_time, typed_struct, typed_value, value_error
@@ -488,8 +489,6 @@ def _routes(table: TableConfig) -> Column:
 
 # ----------------------------------------------------------------------------- columns & keys
 
-DELTA_BAD_NAME_CHARS = names.DELTA_BAD_NAME_CHARS
-_BAD_NAME_RE = names.DELTA_BAD_NAME_RE
 _ARGS_RE = r"^\s*[a-z][a-z0-9_ ]*?\s*(\(\s*([^)]*?)\s*\))?\s*$"
 
 
@@ -525,12 +524,12 @@ def cols_problem(cols: Column) -> Column:
     """Why an event's ``eventsource.cols`` (``array<struct<name, type, index>>``) cannot define or
     type the table (NULL when it can): two names equal but for case (Delta and SQL Server's default
     collation compare names case-insensitively), a name Delta cannot store (one of
-    :data:`DELTA_BAD_NAME_CHARS`), or a type that cannot be read (:func:`_type_problem`)."""
+    :data:`sqlcdc.names.DELTA_BAD_NAME_CHARS`), or a type that cannot be read (:func:`_type_problem`)."""
     names = F.transform(cols, lambda c: c["name"])
     lowered = F.transform(names, lambda n: F.lower(n))
     collide = F.filter(F.array_distinct(lowered),
                        lambda n: F.size(F.filter(lowered, lambda m: m == n)) > 1)
-    bad_names = F.filter(names, lambda n: n.rlike(_BAD_NAME_RE))
+    bad_names = F.filter(names, lambda n: n.rlike(DELTA_BAD_NAME_RE))
     typed = F.transform(cols, lambda c: F.when(_type_problem(c["type"]).isNotNull(), F.format_string(
         "column %s: %s", c["name"], _type_problem(c["type"]))))
     bad_types = F.filter(typed, lambda x: x.isNotNull())

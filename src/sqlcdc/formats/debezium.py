@@ -167,8 +167,9 @@ def is_skipped(bronze: DataFrame | None = None) -> Column:
     v = F.trim(F.col("value"))
     env = F.from_json(F.col("value"), "schema string, payload string")
     keys = F.json_object_keys(F.col("value"))
-    null_payload = (
-        F.array_contains(keys, "payload") & (F.size(F.array_except(keys, F.array(F.lit("schema"), F.lit("payload")))) == 0)
+    null_payload = (  # the text tests first: Spark's AND skips the parses for every other row
+        v.startswith("{") & v.contains('"payload"')
+        & F.array_contains(keys, "payload") & (F.size(F.array_except(keys, F.array(F.lit("schema"), F.lit("payload")))) == 0)
         & env["payload"].isNull() & one_json_value(F.col("value"))
     )
     return F.col("value").isNull() | (v == "") | (v == "null") | F.coalesce(null_payload, F.lit(False))

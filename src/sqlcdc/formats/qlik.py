@@ -132,9 +132,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from sqlcdc import lsn, model, names
+from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
+from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats.base import read_text_lines, record_id
 from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, typed_struct
@@ -585,7 +586,6 @@ def _table_versions(versions: DataFrame, table: TableConfig) -> DataFrame:
 
 # --- metadata that must not reshape a table -------------------------------------------------------
 
-_BAD_NAME_RE = names.DELTA_BAD_NAME_RE  # Delta refuses these in a column name (and the backtick)
 
 
 def _numeric_problem(c: Column) -> Column:
@@ -618,7 +618,7 @@ def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: s
     staged = staged.select(
         "*",
         F.transform("_names", lambda n: F.lower(n)).alias("_lowered"),
-        F.filter("_names", lambda n: n.rlike(_BAD_NAME_RE)).alias("_bad_names"),
+        F.filter("_names", lambda n: n.rlike(DELTA_BAD_NAME_RE)).alias("_bad_names"),
         F.filter(F.transform("cols", _numeric_problem), lambda x: x.isNotNull()).alias("_bad_types"),
     )
     staged = staged.select(
