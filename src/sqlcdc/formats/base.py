@@ -4,6 +4,24 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.readwriter import DataFrameReader
+from pyspark.sql.streaming import DataStreamReader
+
+#: Hadoop options for every read of landed files. Hadoop's default local file system checks a
+#: ``.<name>.crc`` beside each file it opens, and builds that name as a Path -- which fails for a
+#: file whose name holds ``:`` (``a:b.json`` parses as scheme ``a``), stopping the whole read with
+#: FAILED_READ_FILE. Landed files never carry Hadoop checksums, so they are read with the raw
+#: local file system (uncached, or the session's cached checksum one is handed back). They only
+#: apply to ``file:`` paths; remote landings (``abfss://``, ``s3://``) are untouched.
+LANDED_FILE_OPTIONS = {
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
+
+
+def landed_files_reader(spark: SparkSession, *, streaming: bool = False) -> DataFrameReader | DataStreamReader:
+    """``spark.read`` (or ``readStream``) set up for landed files (see :data:`LANDED_FILE_OPTIONS`)."""
+    return (spark.readStream if streaming else spark.read).options(**LANDED_FILE_OPTIONS)
 
 
 def read_text_lines(spark: SparkSession, landing: str, *, streaming: bool = True, glob: str | None = None) -> DataFrame:
@@ -12,8 +30,7 @@ def read_text_lines(spark: SparkSession, landing: str, *, streaming: bool = True
     ``record_id`` is a hash of file path and line text: stable across re-reads, so lineage
     from silver and quarantine back to bronze survives a full refresh.
     """
-    reader = spark.readStream if streaming else spark.read
-    reader = reader.format("text")
+    reader = landed_files_reader(spark, streaming=streaming).format("text")
     if glob:
         reader = reader.option("pathGlobFilter", glob)
     raw = reader.load(landing)

@@ -48,8 +48,8 @@ What cannot be read becomes a bronze row ``{"__sqlcdc_unreadable": <reason>, "__
 that the decoder quarantines with that reason (rule ``decode``; ``bronze_file`` = the file), while the
 rest of the source lands:
 
-- a file whose name has ``:`` (Hadoop's Path refuses it; glob characters such as ``[1]`` are read
-  literally), a file that does not open, a ``.gz`` that is not gzip, a file that is not Parquet;
+- a file that does not open, a ``.gz`` that is not gzip, a file that is not Parquet (names are
+  read literally: ``[1]`` is not a glob, ``:`` is read through :data:`~sqlcdc.formats.base.LANDED_FILE_OPTIONS`);
 - a header or schema that cannot be mapped to change-table columns: no ``__$start_lsn``,
   ``__$seqval`` or ``__$operation`` (e.g. an export without a header line), a ``__$`` name that is
   not a change-table column, an empty or repeated name, a ``__sqlcdc`` name, a Parquet type Spark
@@ -168,7 +168,7 @@ from pyspark.sql import functions as F
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
-from sqlcdc.formats.base import one_json_value, record_id
+from sqlcdc.formats.base import landed_files_reader, one_json_value, record_id
 from sqlcdc.values import ColumnSpec, commit_time, typed_struct
 
 NAME = "cdc_ct"
@@ -304,7 +304,7 @@ def _to_bronze(df: DataFrame, hint: bool = False) -> DataFrame:
 
 def _read(spark: SparkSession, fmt: str, paths: list[str] | str, source: SourceConfig, glob: str | None) -> DataFrame:
     """A whole remote landing folder of one format (files read together), or local JSON-lines files."""
-    reader = spark.read
+    reader = landed_files_reader(spark)
     if isinstance(paths, str):  # a whole (remote) landing folder
         reader = reader.option("recursiveFileLookup", "true")
         if glob:
@@ -355,14 +355,6 @@ def _spark_path(path: str) -> str:
 def _file_uri(path: str) -> str:
     """``file:/...``, percent-encoded, as Spark's ``_metadata.file_path`` spells a local file."""
     return "file:" + quote(os.path.abspath(path), safe="/!$&'()*+,;=@~")
-
-
-def _name_problem(root: str, path: str) -> str | None:
-    """Why Spark cannot open ``path`` at all, else None (Hadoop's Path refuses ``:`` in a name)."""
-    if ":" in os.path.relpath(path, root):
-        return ("cannot be read: its path contains ':', which Hadoop's Path (Spark's file reader) refuses; "
-                "rename it (e.g. ':' -> '-') and land it again")
-    return None
 
 
 def _columns_problem(names: list[str], what: str) -> str | None:
@@ -498,7 +490,7 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
     sep = str(source.options.get("csv_delimiter", ","))
     null_value = str(source.options.get("csv_null_value", ""))
     shape = _csv_record_regex(sep)
-    lines = spark.read.format("text").load([_spark_path(p) for p in paths]).select(
+    lines = landed_files_reader(spark).format("text").load([_spark_path(p) for p in paths]).select(
         F.col("value").alias("_line"),
         F.col("_metadata.file_path").alias("source_file"),
         F.col("_metadata.file_modification_time").alias("ingest_time"),
@@ -595,13 +587,7 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
     unreadable: list[tuple[str, str, str]] = []
     sep = str(source.options.get("csv_delimiter", ","))
     for fmt, groups in sorted(landed_files(root, forced, glob).items()):
-        files = []
-        for path in (p for _, ps in sorted(groups.items()) for p in ps):
-            problem = _name_problem(root, path)
-            if problem:
-                unreadable.append((path, problem, ""))
-            else:
-                files.append(path)
+        files = [p for _, ps in sorted(groups.items()) for p in ps]
         if fmt == "json":
             if files:
                 frames.append(_read(spark, fmt, files, source, None))
@@ -622,7 +608,7 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
             if fmt == "csv":
                 frames.append(_read_csv(spark, paths, list(key[0]), source, key[1]))
             else:
-                frames.append(_to_bronze(spark.read.parquet(*[_spark_path(p) for p in paths]), hint=True))
+                frames.append(_to_bronze(landed_files_reader(spark).parquet(*[_spark_path(p) for p in paths]), hint=True))
     if unreadable:
         frames.append(_unreadable_files(spark, unreadable))
     return frames
