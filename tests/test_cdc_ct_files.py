@@ -9,6 +9,7 @@ shapes exports take: CSV with a header (in any column order), Parquet (typed, or
 from __future__ import annotations
 
 import csv
+import gzip
 from decimal import Decimal
 from pathlib import Path
 
@@ -91,6 +92,11 @@ def csv_landing(spark, tmp_path_factory):
     blank_first = write_csv(land / "dbo_orders_CT_blank.csv", [row(17, 2, 2, 15, "ola")])  # empty lines, then the header
     blank_first.write_text("\n\r\n" + blank_first.read_text())
     write_csv(land / "dbo_orders_CT_[1].csv", [row(14, 2, 2, 13, "max")])  # glob characters are a name
+    # gzip cut short after its header and first rows (Spark read the header, then failed the run)
+    whole = gzip.compress(("\n".join([",".join(HEADER)] + [csv_line(row(20 + i, 2, 2, 20 + i, "pat")) for i in range(400)])
+                           + "\n").encode())
+    (land / "dbo_orders_CT_cut.csv.gz").write_bytes(whole[: len(whole) // 2])
+    (land / "dbo_orders_CT_cut.jsonl.gz").write_bytes(gzip.compress(b'{"__$start_lsn": "0x00"}\n')[:-9])
     # line 3 opens a quote it never closes; line 5-6 is a good value spanning two lines; line 8 is short
     lines = [csv_line(QUOTE_ROWS[0]),
              csv_line(QUOTE_ROWS[1]).replace(",hal,", ',"hal,'),
@@ -116,6 +122,12 @@ def test_files_that_cannot_be_read_are_quarantined_as_files(csv_landing):
     _, decoded, _ = csv_landing
     q = [x for x in quarantined(decoded) if not x[0].endswith("quote.csv")]
     assert q == [
+        ("dbo_orders_CT_cut.csv.gz",
+         "file dbo_orders_CT_cut.csv.gz cannot be read: not a whole gzip file (EOFError: Compressed file ended "
+         "before the end-of-stream marker was reached)"),
+        ("dbo_orders_CT_cut.jsonl.gz",
+         "file dbo_orders_CT_cut.jsonl.gz cannot be read: not a whole gzip file (EOFError: Compressed file ended "
+         "before the end-of-stream marker was reached)"),
         ("dbo_orders_CT_garbage.csv",
          "file dbo_orders_CT_garbage.csv cannot be mapped to change-table columns: its header lacks __$start_lsn, "
          "__$seqval, __$operation (it has '0x00000027000001000010', '', '0x00000027000001000002', '2', '0x1F', '1', "

@@ -48,7 +48,8 @@ What cannot be read becomes a bronze row ``{"__sqlcdc_unreadable": <reason>, "__
 that the decoder quarantines with that reason (rule ``decode``; ``bronze_file`` = the file), while the
 rest of the source lands:
 
-- a file that does not open, a ``.gz`` that is not gzip, a file that is not Parquet (names are
+- a file that does not open, a ``.gz`` that is not gzip or is cut short (checked to its end in
+  Python: Spark would fail the whole read), a file that is not Parquet (names are
   read literally: ``[1]`` is not a glob, ``:`` is read through :data:`~sqlcdc.formats.base.LANDED_FILE_OPTIONS`);
 - a header or schema that cannot be mapped to change-table columns: no ``__$start_lsn``,
   ``__$seqval`` or ``__$operation`` (e.g. an export without a header line), a ``__$`` name that is
@@ -158,6 +159,7 @@ import io
 import json
 import os
 import re
+import zlib
 from collections import defaultdict
 from typing import Iterable
 from urllib.parse import quote, unquote
@@ -412,6 +414,21 @@ def _csv_header(path: str, sep: str) -> tuple[list[str] | None, str | None, str,
     return names, problem and f"cannot be mapped to change-table columns: {problem}", text[:2000], blank
 
 
+def _gzip_problem(path: str) -> str | None:
+    """Why a ``.gz`` export cannot be read to its end, else None. Spark fails the whole read (the
+    run) on a truncated or corrupt gzip member, after the header was read fine, so the file is
+    decompressed once here, in full (a batch source re-reads every file each run anyway)."""
+    if not path.lower().endswith(".gz"):
+        return None
+    try:
+        with gzip.open(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+    except (OSError, EOFError, zlib.error) as e:
+        return f"cannot be read: not a whole gzip file ({type(e).__name__}: {str(e)[:200]})"
+    return None
+
+
 def _parquet_schema(path: str) -> tuple[tuple | None, str | None]:
     """``(schema key, problem)`` of a Parquet export, from its footer (pyarrow: no Spark job)."""
     import pyarrow.parquet as pq
@@ -587,7 +604,13 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
     unreadable: list[tuple[str, str, str]] = []
     sep = str(source.options.get("csv_delimiter", ","))
     for fmt, groups in sorted(landed_files(root, forced, glob).items()):
-        files = [p for _, ps in sorted(groups.items()) for p in ps]
+        files = []
+        for path in (p for _, ps in sorted(groups.items()) for p in ps):
+            problem = _gzip_problem(path)
+            if problem:
+                unreadable.append((path, problem, ""))
+            else:
+                files.append(path)
         if fmt == "json":
             if files:
                 frames.append(_read(spark, fmt, files, source, None))
