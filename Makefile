@@ -12,9 +12,11 @@ setup:
 run: setup
 	$(VENV)/bin/sqlcdc run --config $(CONFIG) --warehouse $(WAREHOUSE)
 
-# Two worker processes that take whole files (one SparkSession each; docs/testing.md has the figures).
+# Two worker processes that take whole files (one SparkSession each; docs/testing.md has the figures),
+# in collection order (--no-loadscope-reorder: xdist would otherwise hand out the files with the most
+# tests first, and the few-test e2e files -- minutes each -- last).
 PYTEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
+PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 
 test: setup
 	$(PYTEST)
