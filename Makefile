@@ -12,11 +12,12 @@ setup:
 run: setup
 	$(VENV)/bin/sqlcdc run --config $(CONFIG) --warehouse $(WAREHOUSE)
 
-# Two worker processes that take whole files (one SparkSession each; docs/testing.md has the figures),
-# in collection order (--no-loadscope-reorder: xdist would otherwise hand out the files with the most
-# tests first, and the few-test e2e files -- minutes each -- last).
+# Two worker processes (one SparkSession each), each taking whole files; the files with real pipeline
+# runs are one unit, started first (tests/conftest.py); --no-loadscope-reorder keeps that order
+# (xdist would sort the units by their number of tests and start the e2e files last).
+# Every test of 10 s or more is listed with its time (docs/testing.md: where the time goes).
 PYTEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
+PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=0 --durations-min=10
 
 test: setup
 	$(PYTEST)

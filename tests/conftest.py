@@ -19,14 +19,41 @@ SEEDS = ROOT.parent / "shared" / "seeds"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+#: Files with real `spark-pipelines` runs (tests marked ``e2e``): one unit of work for xdist.
+PIPELINE_FILES = frozenset({"test_dashboard.py", "test_e2e_pipeline.py", "test_kafka.py"})
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Files with real `spark-pipelines` runs (marker ``e2e``) first, the rest in their order.
 
-    `make test` runs two workers that take whole files (``-n 2 --dist loadfile``); the e2e files take
-    minutes each, so they start first and the short files fill the other worker around them
-    (longest first: neither worker is left with one long file at the end)."""
+    `make test` runs two workers (``-n 2 --dist loadfile --no-loadscope-reorder``), and
+    :class:`PipelinesThenFiles` hands them out. A file with an e2e test that is not in
+    :data:`PIPELINE_FILES` is refused, so the scheduler cannot silently split the runs."""
     heavy = {item.path for item in items if item.get_closest_marker("e2e")}
+    stray = sorted(p.name for p in heavy if p.name not in PIPELINE_FILES)
+    if stray:
+        raise pytest.UsageError(f"tests/conftest.py: add {', '.join(stray)} to PIPELINE_FILES (it has e2e tests)")
     items.sort(key=lambda item: item.path not in heavy)  # stable: the order within a file is kept
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, with every file of :data:`PIPELINE_FILES` in ONE unit of work.
+
+    Local `sqlcdc run`s queue on Spark Connect's fixed port (one at a time per machine), so e2e files
+    on both workers would leave one of them waiting: they all go to one worker, first (they take
+    minutes each), while the other works through the unit files. A file never spans workers, so its
+    module- and session-scoped fixtures (the Kafka broker, decoded frames) are built once. (xdist's
+    ``loadgroup`` would do this with ``xdist_group`` marks, but under pytest 9 it does not group.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class PipelinesThenFiles(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "e2e pipelines" if path.rsplit("/", 1)[-1] in PIPELINE_FILES else path
+
+    return PipelinesThenFiles(config, log)
 
 
 @pytest.fixture(scope="session")
