@@ -4,7 +4,9 @@ Each real run costs ~40 s of Spark start-up on 2 cores, so one pipeline carries 
 scenario (docs/testing.md): a Debezium feed (bronze -> silver -> gold, quarantine, conservation),
 the CES seed's insert/update/delete of Purchases 105 and the Qlik customers story (full load, CDC
 with partial masks, a key change, a delete, tableVersion 2 adding TIER). The second run lands one new
-file per source and must read only those.
+file per source and must read only those. A second Qlik source gets the full load in run 1 and its
+metadata message only in run 2 (at-least-once transports reorder them): run 1 must not stop, its
+data waits in quarantine, and run 2 takes it to silver and gold.
 
 The same pipeline carries issue 16's hostile corpus (tests/hostile/corpus.py: every case of
 tests/test_hostile_records.py landed as files, one source per producer): run 1 must put each record
@@ -48,14 +50,15 @@ def ces_line(name: str) -> str:
     return " ".join(line.strip() for line in (SEEDS_CES / f"seed_{name}.json").read_text().splitlines())
 
 
-def write_config(base: Path, dbz: Path, ces: Path, qlik: Path) -> Path:
+def write_config(base: Path, dbz: Path, ces: Path, qlik: Path, qlik_late: Path) -> Path:
     (base / "tables").mkdir(parents=True)
     hostile_sources, hostile_tables = corpus.land(dbz.parent / "hostile")
     (base / "pipeline.yml").write_text(
         "name: e2e\nsources:\n"
         f"  inventory:\n    format: debezium\n    landing: {dbz}\n"
         f"  ces_src:\n    format: ces\n    landing: {ces}\n    options: {{serialization: json}}\n"
-        f"  crm:\n    format: qlik\n    landing: {qlik}\n" + hostile_sources
+        f"  crm:\n    format: qlik\n    landing: {qlik}\n"
+        f"  crm_late:\n    format: qlik\n    landing: {qlik_late}\n" + hostile_sources
     )
     for name, body in hostile_tables.items():
         (base / "tables" / name).write_text(body)
@@ -63,14 +66,15 @@ def write_config(base: Path, dbz: Path, ces: Path, qlik: Path) -> Path:
     (base / "tables" / "purchases.yml").write_text("source: ces_src\ntable: dbo.Purchases\nkeys: [purchase_id]\n")
     # keys from Qlik's metadata message
     (base / "tables" / "crm_customers.yml").write_text("source: crm\ntable: dbo.customers\nname: crm_customers\n")
+    (base / "tables" / "late_customers.yml").write_text("source: crm_late\ntable: dbo.customers\nname: late_customers\n")
     return base / "pipeline.yml"
 
 
 def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path):
-    dbz_in, ces_in, qlik_in = (tmp_path / "landing" / n for n in ("dbz", "ces", "qlik"))
-    for d in (dbz_in, ces_in, qlik_in):
+    dbz_in, ces_in, qlik_in, late_in = (tmp_path / "landing" / n for n in ("dbz", "ces", "qlik", "qlik_late"))
+    for d in (dbz_in, ces_in, qlik_in, late_in):
         d.mkdir(parents=True)
-    config = write_config(tmp_path / "config", dbz_in, ces_in, qlik_in)
+    config = write_config(tmp_path / "config", dbz_in, ces_in, qlik_in, late_in)
     wh = tmp_path / "warehouse"
 
     # --- run 1: Debezium snapshot + changes; CES insert + update; Qlik metadata v1 + full load -----
@@ -79,6 +83,7 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
     (ces_in / "a.json").write_text(ces_line("insert") + "\n" + ces_line("update") + "\n")
     for name in ("01_metadata_v1.jsonl", "02_full_load.jsonl"):
         shutil.copy(QLIK / name, qlik_in / name)
+    shutil.copy(QLIK / "02_full_load.jsonl", late_in / "02_full_load.jsonl")  # its metadata comes in run 2
     first = run(config, wh)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "Run is COMPLETED" in first.stdout
@@ -109,6 +114,10 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
     customers = table(spark, wh, "gold_crm_customers_scd1")
     assert customers.columns == ["ID", "NAME", "EMAIL", "BALANCE"]
     assert sorted((r.ID, r.NAME) for r in customers.collect()) == [(1, "Alice"), (2, "Bob"), (3, "Carol")]
+    # Qlik data before its metadata: no silver or gold yet, the three rows wait in quarantine saying why
+    assert not (wh / "tables" / "silver_late_customers").exists() and not (wh / "tables" / "gold_late_customers_scd1").exists()
+    waiting = table(spark, wh, "quarantine_crm_late").collect()
+    assert len(waiting) == 3 and all("externalSchemaId (s-cust-1) matches no metadata message" in r.reason for r in waiting)
     # the hostile corpus: every record in its place, good ones in gold exactly, gold readable by Python
     corpus.check(spark, wh / "tables")
     hostile_tables = corpus.snapshot(spark, wh / "tables")
@@ -117,6 +126,7 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
     shutil.copy(SAMPLES / "002-changes.json", dbz_in / "002-changes.json")
     (ces_in / "b.json").write_text(ces_line("delete") + "\n")
     shutil.copy(QLIK / "03_cdc.jsonl", qlik_in / "03_cdc.jsonl")  # with the tableVersion 2 metadata mid-file
+    shutil.copy(QLIK / "01_metadata_v1.jsonl", late_in / "01_metadata_v1.jsonl")
     second = run(config, wh)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert corpus.snapshot(spark, wh / "tables") == hostile_tables  # nothing new landed for them: unchanged
@@ -173,6 +183,11 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
         (5, "Eve", "e@x.org", "50.00", "gold"),  # inserted after tableVersion 2
         (30, "Carol", "c@x.org", "30.00", None),  # key 3 -> 30: the old key is gone
     ]
+    # the late metadata landed: the waiting rows are decoded, quarantine is empty
+    assert sorted((r.ID, r.NAME) for r in table(spark, wh, "gold_late_customers_scd1").collect()) == [
+        (1, "Alice"), (2, "Bob"), (3, "Carol")]
+    assert table(spark, wh, "silver_late_customers").count() == 3
+    assert table(spark, wh, "quarantine_crm_late").count() == 0
     scd2 = table(spark, wh, "gold_crm_customers_scd2")
     assert scd2.count() == 9
     assert scd2.where("ID = 4 AND __END_AT IS NOT NULL").count() == 1  # Dan: inserted, then deleted
@@ -189,7 +204,7 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
 
     gold = sorted(p.name for p in (wh / "tables").iterdir()
                   if p.name.startswith("gold_") and "__" not in p.name and not p.name.startswith("gold_hostile_"))
-    assert len(gold) == 6
+    assert len(gold) == 8
     for name in gold:
         via_rs = deltalake.DeltaTable(str(wh / "tables" / name)).to_pandas()
         via_spark = table(spark, wh, name)

@@ -257,14 +257,15 @@ def test_validate_checks_what_a_ces_table_without_keys_needs(spark, tmp_path, mo
     tables = tmp_path / "none" / "config" / "tables" / "purchases.yml"
     assert v.validate(cfg, spark=spark) == [
         f"{tables}:1: columns: table dbo.Purchases has no `columns:` and no valid CES event for it was found "
-        f"in {empty}; add `columns:` (name and SQL Server type per column)"]
+        f"in {empty}: its events wait in quarantine until one lands (or add `columns:`, name and SQL Server type "
+        "per column)"]
 
     cols = "columns:\n  - {name: purchase_id, type: int}\n"
     cfg = _ces_config(tmp_path / "cols", empty, cols)
     tables = tmp_path / "cols" / "config" / "tables" / "purchases.yml"
     assert v.validate(cfg, spark=spark) == [
         f"{tables}:1: keys: table dbo.Purchases has no `keys:` and no CES event with a pkkey for it was found "
-        f"in {empty}; add `keys:`"]
+        f"in {empty}: its events wait in quarantine until one lands (or add `keys:`)"]
 
     base = tmp_path / "kafka" / "config"
     (base / "tables").mkdir(parents=True)

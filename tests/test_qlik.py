@@ -29,7 +29,8 @@ from pyspark.sql import functions as F
 
 from sqlcdc import model
 from sqlcdc.apply_changes import ApplyChangesSpec, scd1, scd2
-from sqlcdc.config import ConfigError, SourceConfig, TableConfig
+from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.formats import NotYetDiscovered
 from sqlcdc.formats import _schema_check, base, qlik
 from sqlcdc.values import ColumnSpec
 
@@ -219,10 +220,20 @@ def test_metadata_in_list_form_and_config_column_types(spark, tmp_path):
     assert qlik.keys_for(t, src, spark) == ["REGION", "NO"]  # primaryKeyPosition order
 
 
-def test_no_metadata_and_no_columns_is_a_clear_config_error(spark, tmp_path):
+def test_no_metadata_and_no_columns_waits_for_the_metadata(spark, tmp_path):
+    """Data before its metadata (at-least-once transports reorder them) is not a config error that
+    stops the run: the table waits (the pipeline declares no silver for it) and its data messages
+    are quarantined with the reason, until a run after the metadata lands decodes them."""
     src = source(tmp_path / "not-yet")
-    with pytest.raises(ConfigError, match=r"no Qlik metadata message for dbo\.customers"):
+    with pytest.raises(NotYetDiscovered, match=r"no Qlik metadata message for dbo\.customers .* wait in quarantine"):
         qlik.columns_for(table(src), src, spark)
+    doc = {"schema": "dbo", "table": "customers", "data": {"ID": 1, "NAME": "Ann"}, "beforeData": None,
+           "headers": {"operation": "INSERT", "changeSequence": "20250101000000000000000000000000001"}}
+    other = dict(doc, table="orders")
+    bronze = bronze_of(spark, [json.dumps(doc), json.dumps(other), "not json"])
+    got = [(r.table_name, r.reason, r.rules, json.loads(r.raw)["table"])
+           for r in qlik.waiting(bronze, src, table(src), "waiting for metadata: why").collect()]
+    assert got == [("customers", "waiting for metadata: why", ["waiting"], "customers")]
 
 
 # --- silver ----------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ Example (``pipelines/silver.py``)::
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 
 from pyspark import pipelines as dp
@@ -88,6 +89,28 @@ def keys(table: TableConfig) -> list[str]:
     return list(_keys[key])
 
 
+_waiting: dict[tuple[str, str], str | None] = {}
+
+
+def waiting(table: TableConfig) -> str | None:
+    """Why ``table`` has no silver this run -- its producer's metadata, which gives its columns or
+    keys, has not landed yet (:class:`sqlcdc.formats.NotYetDiscovered`) -- else None."""
+    key = (table.source.name, table.name)
+    if key not in _waiting:
+        try:
+            columns(table)
+            keys(table)
+            _waiting[key] = None
+        except formats.NotYetDiscovered as e:
+            _waiting[key] = "waiting for metadata: " + "; ".join(e.problems)
+    return _waiting[key]
+
+
+def ready(cfg: PipelineConfig) -> PipelineConfig:
+    """``cfg`` without the tables that are :func:`waiting`."""
+    return dataclasses.replace(cfg, tables=tuple(t for t in cfg.tables if waiting(t) is None))
+
+
 def gold_spec(table: TableConfig, scd_type: int) -> apply_changes.ApplyChangesSpec:
     """The apply-changes options for one gold table of ``table`` (AUTO CDC semantics)."""
     return apply_changes.ApplyChangesSpec.from_table_config(table, scd_type, keys=keys(table))
@@ -132,7 +155,7 @@ def declare_silver(cfg: PipelineConfig) -> None:
             _streaming_silver(source, tables)
         else:
             _batch_silver(source, tables)
-    dq_metrics.declare(cfg, columns)
+    dq_metrics.declare(ready(cfg), columns)
 
 
 def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
@@ -231,6 +254,11 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     def bronze() -> DataFrame:
         return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
 
+    waits = {t.name: waiting(t) for t in tables if waiting(t)}
+    for t in tables:
+        if t.name in waits:
+            print(f"sqlcdc: table {t.qualified} has no silver this run ({waits[t.name]})", flush=True)
+    routed, tables = tables, [t for t in tables if t.name not in waits]
     if not runtime.is_databricks():
         reshaped = [t.qualified for t in tables if _record_if_reshaped(t, list(columns(t)))]
         if reshaped:
@@ -242,9 +270,12 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
         name=source.quarantine_table, comment=f"Records of source {source.name} that did not become changes, with the reason."
     )
     def quarantine() -> DataFrame:
-        out = decoder.unrouted(bronze(), source, tables)
+        out = decoder.unrouted(bronze(), source, routed)  # a waiting table's records are its own
         if envelope:
             out = out.union(expectations.invalid_envelopes(landed(), decoder, envelope, source))
+        for table in routed:
+            if table.name in waits:
+                out = out.union(decoder.waiting(bronze(), source, table, waits[table.name]))
         for table in tables:
             cols = list(columns(table))
             out = out.union(decoder.decode(bronze(), table, cols).quarantine)  # same columns (model.quarantine_row)
@@ -314,7 +345,7 @@ def declare_gold(cfg: PipelineConfig) -> None:
     (:mod:`sqlcdc.gold`): here the options are only checked, so a config mistake stops the run
     before anything runs. Without ``sqlcdc run``, gold is a materialized view recomputed from silver.
     """
-    for table in cfg.tables:
+    for table in ready(cfg).tables:  # a waiting table has no silver to apply yet
         for scd_type in table.scd_types:
             if runtime.is_databricks():
                 _auto_cdc(table, scd_type)

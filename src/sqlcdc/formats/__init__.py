@@ -22,6 +22,9 @@
     key columns from the producer's own metadata, used when the table config gives no ``keys:``.
 ``is_skipped(bronze) -> Column`` (optional)
     records that are by definition not changes (Debezium tombstones); counted, not quarantined.
+``waiting(bronze, source, table, reason) -> DataFrame`` (required of a decoder whose
+:func:`columns_for` or ``keys_for`` raises :class:`NotYetDiscovered`)
+    quarantine rows, with ``reason``, for the records of a table whose metadata has not landed.
 
 Adding a fifth producer = one module here, one JSON Schema in ``schemas/``, one test file.
 """
@@ -34,6 +37,8 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from pyspark.sql import DataFrame
+
+from sqlcdc.config import ConfigError
 
 REQUIRED = ("NAME", "STREAMING", "read_bronze", "columns_for", "decode", "unrouted")
 
@@ -50,6 +55,14 @@ class Decoded:
 
 class UnknownFormat(ValueError):
     pass
+
+
+class NotYetDiscovered(ConfigError):
+    """A table takes its columns or keys from its producer's metadata (a Qlik metadata message,
+    CES ``eventsource``), and none usable has landed yet: at-least-once transports deliver it
+    after data now and then. Not a config mistake: the run goes on without the table's silver and
+    gold, its records wait in quarantine with this reason (the decoder's ``waiting``), and the
+    first run after the metadata lands decodes them (its silver is recomputed from bronze)."""
 
 
 def available() -> list[str]:

@@ -95,7 +95,7 @@ from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, 
 
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
-from sqlcdc.formats import Decoded
+from sqlcdc.formats import Decoded, NotYetDiscovered
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats.base import bronze_columns, landed_files_reader, read_text_lines
@@ -621,10 +621,10 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     found = _discover(table, source, spark) if spark is not None else None
     if not found or not found["cols"]:
         why = f" (events seen, none usable: {'; '.join(found['problems'])[:1000]})" if found and found["problems"] else ""
-        raise ConfigError([
+        raise NotYetDiscovered([
             f"{table.file or 'table config'}:1: columns: table {table.qualified} has no `columns:` and no valid "
-            f"CES event for it was found in {source.landing or 'its Kafka topic'}{why}; add `columns:` "
-            "(name and SQL Server type per column)"
+            f"CES event for it was found in {source.landing or 'its Kafka topic'}{why}: its events wait in "
+            "quarantine until one lands (or add `columns:`, name and SQL Server type per column)"
         ])
     specs = [spec_for_sql_type(c["name"], c["type"], ordinal=(c["index"] + 1 if c["index"] is not None else None))
              for c in found["cols"]]
@@ -647,9 +647,10 @@ def keys_for(table: TableConfig, source: SourceConfig, spark: SparkSession | Non
         raise ConfigError([f"{table.file or 'table config'}:1: keys: table {table.qualified} has no `keys:`"])
     found = _discover(table, source, spark)
     if not found["keys"]:
-        raise ConfigError([
+        raise NotYetDiscovered([
             f"{table.file or 'table config'}:1: keys: table {table.qualified} has no `keys:` and no CES event "
-            f"with a pkkey for it was found in {source.landing or 'its Kafka topic'}; add `keys:`"
+            f"with a pkkey for it was found in {source.landing or 'its Kafka topic'}: its events wait in "
+            "quarantine until one lands (or add `keys:`)"
         ])
     prev = _discovered.get(key, {})
     _discovered[key] = {**prev, "keys": found["keys"]}
@@ -914,6 +915,15 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
                               rules=F.array(F.lit("ces-unrouted")))
     )
     return q_invalid.unionByName(q_late).unionByName(q_stray)
+
+
+def waiting(bronze: DataFrame, source: SourceConfig, table: TableConfig, reason: str) -> DataFrame:
+    """Quarantine rows, with ``reason``, for the complete events of ``table`` while none of them
+    tells its columns or keys (see :class:`sqlcdc.formats.NotYetDiscovered`)."""
+    return events(bronze, source).where(_routes(table)).select(
+        *model.quarantine_row(source_name=source.name, source_format=NAME, reason=F.lit(reason),
+                              table_name=table.name, rules=F.array(F.lit("waiting")))
+    )
 
 
 def disposition(bronze: DataFrame, source: SourceConfig) -> DataFrame:

@@ -134,7 +134,7 @@ from pyspark.sql.types import StringType
 
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
-from sqlcdc.formats import Decoded
+from sqlcdc.formats import Decoded, NotYetDiscovered
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats.base import read_text_lines, record_id
@@ -731,6 +731,16 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     return bad.unionByName(orphans)
 
 
+def waiting(bronze: DataFrame, source: SourceConfig, table: TableConfig, reason: str) -> DataFrame:
+    """Quarantine rows, with ``reason``, for the data messages of ``table`` while no usable metadata
+    message of it has landed (see :class:`sqlcdc.formats.NotYetDiscovered`)."""
+    dt = _data_rows(_parsed(bronze, ("DT",)), metadata_versions(_metadata_parsed(bronze)))
+    return dt.where(_matches(table)).select(
+        *model.quarantine_row(source_name=source.name, source_format=NAME, reason=F.lit(reason),
+                              table_name=table.name, rules=F.array(F.lit("waiting")))
+    )
+
+
 # --- decoding --------------------------------------------------------------------------------------
 
 
@@ -991,8 +1001,9 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
 
     ``columns:`` in the table config override the type of a column by name (Spark SQL type); when
     no metadata message has landed yet they define the table, so it can be onboarded before its
-    first metadata message (its data messages wait in quarantine until then). With neither, a
-    :class:`ConfigError` says so.
+    first metadata message (its data messages wait in quarantine until then). With neither,
+    :class:`~sqlcdc.formats.NotYetDiscovered` says so: the pipeline declares no silver for the
+    table this run and quarantines its data messages with that reason (:func:`waiting`).
     """
     overrides = {c["name"]: c for c in table.columns}
     every = _versions_of(table, source, spark)
@@ -1001,11 +1012,12 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
         if table.columns:
             return [ColumnSpec(c["name"], c["type"], lob=bool(c.get("lob", False))) for c in table.columns]
         why = "; ".join(f"version {v['version']}: {v['problem']}" for v in every)
-        raise ConfigError([
+        raise NotYetDiscovered([
             f"{table.file}:1: table: no {'usable ' if every else ''}Qlik metadata message for {table.qualified} under "
             f"{', '.join(p for p in (source.landing, source.options.get('metadata_landing')) if p)} yet"
             f"{f' ({why[:1000]})' if why else ''}, and no "
-            "`columns:` in the table config: land the metadata messages first, or give `columns:` and `keys:`"
+            "`columns:` in the table config: its data messages wait in quarantine until a metadata message lands "
+            "(or give `columns:` and `keys:`)"
         ])
     _discovered_keys[(source.name, table.name)] = list(table.keys) or _newest_keys(versions)
     newest = {c["name"] for c in max(versions, key=lambda v: v["version"])["cols"]}

@@ -1,0 +1,321 @@
+"""Random change histories in every producer's format, delivered as at-least-once transports do
+(shuffled, duplicated, spread over several `sqlcdc run`s), against ``reference_model``.
+
+One history per producer (seeded): inserts, updates (some to the same values), deletes and
+re-inserts of a few keys, in transactions of one to three changes. Each producer renders it its
+own way -- Debezium events, change-table rows (an update is two rows, 3 and 4, that may land in
+different files and runs), CES CloudEvents (some cut into segments that land apart), Qlik data
+messages after a metadata message that may itself land in a later run. The records, with a share
+duplicated, are shuffled and cut into runs of one to three files; after the last run, SCD1 and
+SCD2 gold must equal the reference model replaying the history in commit order, and every run
+must end with the balance holding (``sqlcdc run`` exits 0).
+
+A real run costs minutes on two cores, so this is a script, not part of ``make test``::
+
+    .venv/bin/python tests/histories.py /tmp/histories              # seed 1, 3 runs
+    .venv/bin/python tests/histories.py /tmp/histories --seed 7 --runs 4 --changes 80
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import random
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+import reference_model as ref  # noqa: E402
+from test_ces import event as ces_event, split as ces_split  # noqa: E402
+
+SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
+COLUMNS = ("name", "qty", "price")  # non-key columns; the key is ``id``
+NAMES = ["ann", "bob", "cy", None, "dee", "Émile", "x" * 40]
+CES_COLS = [("id", "int"), ("name", "nvarchar(100)"), ("qty", "int"), ("price", "decimal(10,2)")]
+
+
+@dataclass(frozen=True)
+class Change:
+    op: str  # INSERT | UPDATE | DELETE
+    key: int
+    before: dict | None
+    after: dict | None
+    tx: int  # transaction number: commit order
+    pos: int  # position in the transaction, from 1
+
+
+def history(rng: random.Random, keys: int, changes: int) -> list[Change]:
+    """``changes`` row changes over ``keys`` keys, in commit order."""
+    live: dict[int, dict] = {}
+    out: list[Change] = []
+    tx = 0
+    while len(out) < changes:
+        tx += 1
+        touched: set[int] = set()
+        for pos in range(1, rng.randint(1, 3) + 1):
+            key = rng.choice([k for k in range(1, keys + 1) if k not in touched])
+            touched.add(key)
+            row = {"name": rng.choice(NAMES), "qty": rng.choice([None, 0, 1, 7, 2**31 - 1]),
+                   "price": rng.choice([None, "0.00", "1.50", "19.99", "-3.25", "99999999.99"])}
+            if key not in live:
+                out.append(Change("INSERT", key, None, row, tx, pos))
+                live[key] = row
+            elif rng.random() < 0.25:
+                out.append(Change("DELETE", key, live.pop(key), None, tx, pos))
+            else:
+                if rng.random() < 0.15:
+                    row = dict(live[key])  # an update that changes nothing
+                out.append(Change("UPDATE", key, live[key], row, tx, pos))
+                live[key] = row
+    return out
+
+
+def commit_hex(c: Change) -> str:
+    return f"00000031{c.tx:08X}0001"
+
+
+def change_hex(c: Change) -> str:
+    return f"00000031{c.tx:08X}{c.pos + 1:04X}"
+
+
+# --- each producer's rendering ---------------------------------------------------------------------
+
+
+def _b64_decimal(text: str | None) -> str | None:
+    if text is None:
+        return None
+    unscaled = int(Decimal(text).scaleb(2))  # Connect's Decimal: the unscaled value, two's complement
+    return base64.b64encode(unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True)).decode()
+
+
+def debezium(c: Change) -> list[str]:
+    def image(row):
+        return None if row is None else {"id": c.key, "name": row["name"], "qty": row["qty"], "price": _b64_decimal(row["price"])}
+
+    def dbz_lsn(hex20: str) -> str:
+        return f"{hex20[:8]}:{hex20[8:16]}:{hex20[16:]}".lower()
+
+    op = {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}[c.op]
+    return [json.dumps({
+        "before": image(c.before), "after": image(c.after), "op": op, "ts_ms": 1700000000000 + c.tx,
+        "source": {"version": "2.7.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1700000000000 + c.tx,
+                   "snapshot": "false", "db": "testDB", "schema": "dbo", "table": "hist",
+                   "change_lsn": dbz_lsn(change_hex(c)), "commit_lsn": dbz_lsn(commit_hex(c)), "event_serial_no": 1},
+    })]
+
+
+def cdc_ct(c: Change) -> list[str]:
+    def row(op: int, image: dict) -> str:
+        return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c),
+                           "__$operation": op, "__$update_mask": "0x0F", "__$command_id": 1, "id": c.key, **image})
+
+    if c.op == "INSERT":
+        return [row(2, c.after)]
+    if c.op == "DELETE":
+        return [row(1, c.before)]
+    return [row(3, c.before), row(4, c.after)]
+
+
+def ces(c: Change, rng: random.Random) -> list[str]:
+    def image(row):
+        if row is None:
+            return None
+        return {"id": str(c.key), **{k: (None if v is None else str(v)) for k, v in row.items()}}
+
+    op = {"INSERT": "INS", "UPDATE": "UPD", "DELETE": "DEL"}[c.op]
+    ev = ces_event(op, table="hist", cols=CES_COLS, old=image(c.before), current=image(c.after),
+                   pk={"id": str(c.key)}, lsn=commit_hex(c), seq=c.pos, eid=f"e-{c.tx}-{c.pos}")
+    if rng.random() < 0.2:  # a large event cut into segments, which land apart
+        return [json.dumps(s) for s in ces_split(ev, rng.randint(2, 3))]
+    return [json.dumps(ev)]
+
+
+QLIK_METADATA = json.dumps({
+    "magic": "atMSG", "type": "MD", "headers": None, "messageSchemaId": None, "messageSchema": None,
+    "message": {
+        "schemaId": "s-hist-1",
+        "lineage": {"server": "qlik-srv", "task": "task", "schema": "dbo", "table": "hist", "tableVersion": 1,
+                    "timestamp": "2025-01-01T00:00:00.000"},
+        "tableStructure": {"tableColumns": {
+            "ID": {"ordinal": 1, "type": "INT4", "primaryKeyPosition": 1},
+            "NAME": {"ordinal": 2, "type": "WSTRING", "length": 100},
+            "QTY": {"ordinal": 3, "type": "INT4"},
+            "PRICE": {"ordinal": 4, "type": "NUMERIC", "precision": 10, "scale": 2},
+        }},
+    },
+})
+
+
+def qlik(c: Change, last_of_tx: bool) -> list[str]:
+    def image(row):
+        return None if row is None else {"ID": c.key, "NAME": row["name"], "QTY": row["qty"], "PRICE": row["price"]}
+
+    return [json.dumps({
+        "schema": "dbo", "table": "hist", "data": image(c.after if c.op != "DELETE" else c.before),
+        "beforeData": image(c.before) if c.op == "UPDATE" else None,
+        "headers": {"operation": c.op, "changeSequence": f"20250101{c.tx * 1000 + c.pos:027d}",
+                    "timestamp": "2025-01-01T10:00:01.000", "transactionId": f"T{c.tx}",
+                    "transactionEventCounter": c.pos, "transactionLastEvent": last_of_tx},
+    })]
+
+
+def records(producer: str, changes: list[Change], rng: random.Random) -> list[str]:
+    last = {}
+    for c in changes:
+        last[c.tx] = max(last.get(c.tx, 0), c.pos)
+    out: list[str] = []
+    for c in changes:
+        if producer == "debezium":
+            out += debezium(c)
+        elif producer == "cdc_ct":
+            out += cdc_ct(c)
+        elif producer == "ces":
+            out += ces(c, rng)
+        else:
+            out += qlik(c, c.pos == last[c.tx])
+    return out
+
+
+# --- delivery: duplicated, shuffled, spread over runs and files ------------------------------------
+
+SOURCES = {  # producer -> (source, table, file name pattern: run, file)
+    "debezium": ("h_dbz", "h_dbz_hist", "events-{r}-{f}.json"),
+    "cdc_ct": ("h_ct", "h_ct_hist", "cdc.dbo_hist_CT_{r}_{f}.jsonl"),
+    "ces": ("h_ces", "h_ces_hist", "part-{r}-{f}.json"),
+    "qlik": ("h_qlik", "h_qlik_hist", "part-{r}-{f}.jsonl"),
+}
+
+
+def deliveries(lines: list[str], runs: int, rng: random.Random) -> list[list[list[str]]]:
+    """``lines`` with ~20% delivered twice, shuffled, cut into ``runs`` runs of 1-3 files each."""
+    sent = lines + [x for x in lines if rng.random() < 0.2]
+    rng.shuffle(sent)
+    cuts = sorted(rng.sample(range(1, len(sent)), runs - 1))
+    parts = [sent[a:b] for a, b in zip([0] + cuts, cuts + [len(sent)])]
+    out = []
+    for part in parts:
+        n = rng.randint(1, min(3, max(1, len(part))))
+        file_cuts = sorted(rng.sample(range(1, len(part)), n - 1)) if len(part) > n else []
+        out.append([part[a:b] for a, b in zip([0] + file_cuts, file_cuts + [len(part)])])
+    return out
+
+
+def write_config(base: Path) -> Path:
+    (base / "config" / "tables").mkdir(parents=True, exist_ok=True)
+    sources = ""
+    for producer, (source, table, _) in SOURCES.items():
+        landing = base / "landing" / source
+        landing.mkdir(parents=True, exist_ok=True)
+        opts = "    options: {serialization: json}\n" if producer == "ces" else ""
+        sources += f"  {source}:\n    format: {producer}\n    landing: {landing}\n{opts}"
+        body = f"name: {table}\nsource: {source}\ntable: dbo.hist\n"
+        if producer in ("debezium", "cdc_ct"):
+            body += ("keys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: name, type: string}\n"
+                     "  - {name: qty, type: int}\n  - {name: price, type: 'decimal(10,2)'}\n")
+        elif producer == "ces":
+            body += "keys: [id]\n"
+        (base / "config" / "tables" / f"{table}.yml").write_text(body)
+    (base / "config" / "pipeline.yml").write_text("name: histories\nsources:\n" + sources)
+    return base / "config" / "pipeline.yml"
+
+
+# --- the check -------------------------------------------------------------------------------------
+
+
+def expected(changes: list[Change]) -> tuple[list[tuple], dict[int, list[tuple]]]:
+    """By the reference model: SCD1 rows ``(id, name, qty, price)``, and per key its SCD2 versions
+    ``(name, qty, price, closed)`` in commit order."""
+    events = [{"op": "DELETE" if c.op == "DELETE" else "UPSERT", "seq": (c.tx, c.pos),
+               "cid": f"{c.tx}.{c.pos}", "key": (c.key,), "values": c.after or {}, "provided": None}
+              for c in changes]
+    current, versions = ref.replay(events, COLUMNS)
+    scd1 = sorted(((k[0], r["name"], r["qty"], r["price"]) for k, r in current.items()), key=ref._sort_key)
+    scd2: dict[int, list[tuple]] = {}
+    for v in sorted(versions, key=lambda v: v["start"]):
+        scd2.setdefault(v["key"][0], []).append(
+            (v["values"]["name"], v["values"]["qty"], v["values"]["price"], v["end"] is not None))
+    return scd1, scd2
+
+
+def gold(spark, tables: Path, producer: str, table: str) -> tuple[list[tuple], dict[int, list[tuple]]]:
+    """The same shapes read from a run's gold tables."""
+    names = ("ID", "NAME", "QTY", "PRICE") if producer == "qlik" else ("id", "name", "qty", "price")
+
+    def text(v):
+        return None if v is None else (f"{v:.2f}" if isinstance(v, Decimal) else v)
+
+    s1 = spark.read.format("delta").load(str(tables / f"gold_{table}_scd1")).collect()
+    s2 = spark.read.format("delta").load(str(tables / f"gold_{table}_scd2")).collect()
+    scd1 = sorted(((r[names[0]], r[names[1]], r[names[2]], text(r[names[3]])) for r in s1), key=ref._sort_key)
+    scd2: dict[int, list[tuple]] = {}
+    for r in sorted(s2, key=lambda r: tuple(r["__START_AT"])):
+        scd2.setdefault(r[names[0]], []).append((r[names[1]], r[names[2]], text(r[names[3]]), r["__END_AT"] is not None))
+    return scd1, scd2
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--keys", type=int, default=8)
+    ap.add_argument("--changes", type=int, default=40)
+    ap.add_argument("--qlik-metadata", choices=("first", "any"), default="first",
+                    help="the run the Qlik metadata message lands in: the first, or any (data may come first)")
+    args = ap.parse_args()
+    base = args.folder.resolve()
+    shutil.rmtree(base, ignore_errors=True)
+    config = write_config(base)
+    rng = random.Random(args.seed)
+    plans, histories = {}, {}
+    for producer in SOURCES:
+        histories[producer] = history(rng, args.keys, args.changes)
+        lines = records(producer, histories[producer], rng)
+        plan = deliveries(lines, args.runs, rng)
+        if producer == "qlik":  # the metadata message lands in any run, before or after its data
+            run = plan[rng.randrange(args.runs) if args.qlik_metadata == "any" else 0]
+            run[rng.randrange(len(run))].insert(0, QLIK_METADATA)
+        plans[producer] = plan
+    for r in range(args.runs):
+        for producer, (source, _, pattern) in SOURCES.items():
+            for f, part in enumerate(plans[producer][r]):
+                if part:
+                    (base / "landing" / source / pattern.format(r=r, f=f)).write_text("\n".join(part) + "\n")
+        res = subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(base / "warehouse")],
+                             capture_output=True, text=True, timeout=3600)
+        print(f"run {r + 1}/{args.runs}: exit {res.returncode}")
+        if res.returncode != 0:
+            print(res.stdout[-4000:], res.stderr[-4000:])
+            return 1
+    sys.path.insert(0, str(TESTS.parent / "src"))
+    from sqlcdc.runtime import local_spark
+
+    spark = local_spark(app_name="histories")
+    wrong = 0
+    for producer, (_, table, _) in SOURCES.items():
+        want, got = expected(histories[producer]), gold(spark, base / "warehouse" / "tables", producer, table)
+        for what, w, g in (("SCD1", want[0], got[0]), ("SCD2", want[1], got[1])):
+            if w != g:
+                wrong += 1
+                print(f"{producer} {what}: differs from the reference")
+                if isinstance(w, dict):
+                    for k in sorted(set(w) | set(g)):
+                        if w.get(k) != g.get(k):
+                            print(f"  key {k}: expected {w.get(k)}\n  {' ' * len(str(k))}      got      {g.get(k)}")
+                else:
+                    print(f"  missing: {[x for x in w if x not in g]}\n  extra:   {[x for x in g if x not in w]}")
+            else:
+                print(f"{producer} {what}: {len(g)} rows, equal to the reference")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
