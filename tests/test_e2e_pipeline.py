@@ -37,7 +37,7 @@ pytestmark = pytest.mark.e2e
 def run(config: Path, warehouse: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary", *extra],
-        capture_output=True, text=True, timeout=1200,
+        capture_output=True, text=True, timeout=2400,  # a run queues behind any other local run (one Spark Connect port)
     )
 
 

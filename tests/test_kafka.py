@@ -262,7 +262,7 @@ def connect_port_free() -> bool:
 def sqlcdc_run(config: Path, warehouse: Path) -> subprocess.CompletedProcess:
     wait_until(connect_port_free, 1200, "Spark Connect's port 15002 to be free")
     return subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary"],
-                          capture_output=True, text=True, timeout=1200)
+                          capture_output=True, text=True, timeout=2400)  # may queue behind another local run
 
 
 def delta(spark, warehouse: Path, name: str):
