@@ -114,7 +114,7 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
     customers = table(spark, wh, "gold_crm_customers_scd1")
     assert customers.columns == ["ID", "NAME", "EMAIL", "BALANCE"]
     assert sorted((r.ID, r.NAME) for r in customers.collect()) == [(1, "Alice"), (2, "Bob"), (3, "Carol")]
-    # Qlik data before its metadata: no silver or gold yet, the three rows wait in quarantine saying why
+    # Qlik data before its metadata: no silver or gold yet, its three rows in quarantine saying why
     assert not (wh / "tables" / "silver_late_customers").exists() and not (wh / "tables" / "gold_late_customers_scd1").exists()
     waiting = table(spark, wh, "quarantine_crm_late").collect()
     # the bare message names dbo.customers: it waits for its table's metadata; the two atMSG-wrapped

@@ -254,35 +254,33 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     def bronze() -> DataFrame:
         return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
 
-    waits = {t.name: waiting(t) for t in tables if waiting(t)}
-    for t in tables:
-        if t.name in waits:
-            print(f"sqlcdc: table {t.qualified} has no silver this run ({waits[t.name]})", flush=True)
-    routed, tables = tables, [t for t in tables if t.name not in waits]
+    waits = [(t, why) for t in tables if (why := waiting(t))]
+    for t, why in waits:
+        print(f"sqlcdc: table {t.qualified} has no silver this run ({why})", flush=True)
+    decoded = [t for t in tables if not waiting(t)]
     if not runtime.is_databricks():
-        reshaped = [t.qualified for t in tables if _record_if_reshaped(t, list(columns(t)))]
+        reshaped = [t.qualified for t in decoded if _record_if_reshaped(t, list(columns(t)))]
         if reshaped:
             raise reshape.TablesReshaped(f"columns changed: {', '.join(reshaped)}; sqlcdc run rebuilds their views")
-    for table in tables:
+    for table in decoded:
         _batch_table(decoder, table, bronze)
 
     @dp.materialized_view(
         name=source.quarantine_table, comment=f"Records of source {source.name} that did not become changes, with the reason."
     )
     def quarantine() -> DataFrame:
-        out = decoder.unrouted(bronze(), source, routed)  # a waiting table's records are its own
+        out = decoder.unrouted(bronze(), source, tables)  # a waiting table's records are its own
         if envelope:
             out = out.union(expectations.invalid_envelopes(landed(), decoder, envelope, source))
-        for table in routed:
-            if table.name in waits:
-                out = out.union(decoder.waiting(bronze(), source, table, waits[table.name]))
-        for table in tables:
+        for table, why in waits:
+            out = out.union(decoder.waiting(bronze(), source, table, why))
+        for table in decoded:
             cols = list(columns(table))
             out = out.union(decoder.decode(bronze(), table, cols).quarantine)  # same columns (model.quarantine_row)
             out = out.union(expectations.quarantined(_checked(decoder, table, cols, bronze), table))
         return out
 
-    if tables:
+    if decoded:
 
         @dp.materialized_view(
             name=dq_metrics.dropped_table(source),
@@ -290,7 +288,7 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
         )
         def dropped() -> DataFrame:
             out = None
-            for table in tables:
+            for table in decoded:
                 part = expectations.dropped(_checked(decoder, table, list(columns(table)), bronze), table)
                 out = part if out is None else out.union(part)
             return out

@@ -38,9 +38,11 @@ SOURCES = {
     "ces": ("hostile_ces", "hostile_purchases", "part-0.json"),
     "qlik": ("hostile_qlik", "hostile_t", "part-0.jsonl"),
 }
-#: the first good record of each producer is landed alone in a file whose name holds ':' (Hadoop's
-#: checksum file system could not open such a file, and stopped the whole run)
+
+
 def colon_name(file: str) -> str:
+    """Where the first good record of a producer lands alone: a name holding ':' (Hadoop's checksum
+    file system could not open such a file, and stopped the whole run)."""
     stem, dot, ext = file.rpartition(".")
     return f"{stem}_10:00{dot}{ext}"
 
