@@ -138,7 +138,7 @@ def main() -> None:
             return read_text_lines(spark, str(landing), streaming=False)
 
         def silver(validate: bool):
-            b = expectations.valid_envelopes(bronze(), debezium, SCHEMA) if validate else bronze()
+            b = expectations.valid_envelopes(bronze(), debezium.DECODER, SCHEMA) if validate else bronze()
             checked = expectations.check(debezium.decode(b, table, cols).changes, table, cols)
             return expectations.passed(checked, table)
 
@@ -151,7 +151,7 @@ def main() -> None:
         print(f"{args.events:,} Debezium events ({n_bad:,} invalid envelopes), {mb:.0f} MB JSON lines; "
               f"Spark {spark.version}, master {spark.sparkContext.master}; best of {args.repeat}")
         n_silver = silver(True).count()
-        n_invalid = expectations.invalid_envelopes(bronze(), debezium, SCHEMA, source).count()
+        n_invalid = expectations.invalid_envelopes(bronze(), debezium.DECODER, SCHEMA, source).count()
         print(f"  check: {n_silver:,} changes to silver, {n_invalid:,} envelopes quarantined "
               f"(+ {args.events - n_silver - n_invalid:,} the decoder quarantines)")
         run(silver(False))  # warm-up (JIT, file listing)
@@ -163,7 +163,7 @@ def main() -> None:
             valid = min(valid, timed("envelope validation (compiled schema) + decode + expectations",
                                      lambda: run(silver(True)), 1))
         quarantine = timed("invalid envelopes -> quarantine (jsonschema on failures only)",
-                           lambda: run(expectations.invalid_envelopes(bronze(), debezium, SCHEMA, source)), args.repeat)
+                           lambda: run(expectations.invalid_envelopes(bronze(), debezium.DECODER, SCHEMA, source)), args.repeat)
         sample = bronze().limit(args.jsonschema_sample).cache()
         n_sample = sample.count()
         all_js = timed(f"jsonschema on every envelope (Arrow UDF), {n_sample:,} events",

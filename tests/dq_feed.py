@@ -99,14 +99,14 @@ def build_warehouse(spark, warehouse: Path) -> dict[str, "object"]:
         .cast("timestamp").alias("ingest_time"),
     )
     schema = "debezium-envelope.schema.json"
-    valid = expectations.valid_envelopes(bronze, debezium, schema)
+    valid = expectations.valid_envelopes(bronze, debezium.DECODER, schema)
     decoded = debezium.decode(valid, CUSTOMERS, cols)
     checked = expectations.check(decoded.changes, CUSTOMERS, cols)
     tables = {
         "bronze_inventory": bronze,
         "silver_customers": expectations.passed(checked, CUSTOMERS),
         "quarantine_inventory": debezium.unrouted(valid, SOURCE, [CUSTOMERS])
-        .union(expectations.invalid_envelopes(bronze, debezium, schema, SOURCE))
+        .union(expectations.invalid_envelopes(bronze, debezium.DECODER, schema, SOURCE))
         .union(decoded.quarantine)
         .union(expectations.quarantined(checked, CUSTOMERS)),
         "dropped_inventory": expectations.dropped(checked, CUSTOMERS),

@@ -161,8 +161,8 @@ def csv_decoded(spark, tmp_path_factory):
 
 
 def test_registered_as_a_decoder():
-    mod = get("cdc_ct")
-    assert mod.NAME == "cdc_ct" and mod.STREAMING is False
+    decoder = get("cdc_ct")
+    assert decoder is cdc_ct.DECODER and decoder.streaming is False and decoder.bronze_streaming is False
 
 
 @pytest.mark.parametrize(

@@ -124,3 +124,21 @@ def test_the_projects_own_config_and_bundle_validate(spark, capsys):
     # `spark` first, so validate's getOrCreate finds the shared session should the config carry SQL
     assert cli_main(["validate", "--config", str(ROOT / "config" / "pipeline.yml")]) == 0
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("sql_type, boolean", [("bit", True), ("varchar(5)", False)])
+def test_rule_columns_are_typed_as_the_producer_reads_them(spark, tmp_path, sql_type, boolean):
+    """A CES column is a SQL Server type: `bit` is a boolean in silver, so `active` alone is a valid
+    rule; as `varchar(5)` it is text and the same rule is refused (the decoder's mapping, not a copy)."""
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: ces\n    landing: in\n")
+    (tmp_path / "tables" / "t.yml").write_text(
+        "table: dbo.t\nkeys: [id]\ncolumns:\n  - {name: id, type: int}\n"
+        f"  - {{name: active, type: '{sql_type}'}}\n  - {{name: seen, type: datetime2}}\n"
+        "expectations:\n  - {name: r, constraint: \"active AND seen < current_timestamp()\"}\n"
+    )
+    problems = v.validate(tmp_path / "pipeline.yml", spark=spark)
+    if boolean:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and "expectations[r]" in problems[0]

@@ -24,7 +24,7 @@ def bronze_of(spark, lines, file="file:/landing/001-bad.json"):
 
 def checked_of(spark, lines, table=CUSTOMERS):
     bronze = bronze_of(spark, lines)
-    valid = expectations.valid_envelopes(bronze, debezium, SCHEMA)
+    valid = expectations.valid_envelopes(bronze, debezium.DECODER, SCHEMA)
     return bronze, expectations.check(debezium.decode(valid, table, COLUMNS).changes, table, COLUMNS)
 
 
@@ -114,7 +114,7 @@ def test_expect_or_fail_stops_with_table_rule_and_key(spark):
 
 def test_invalid_envelopes_are_quarantined_with_json_path_and_message(spark):
     bronze = bronze_of(spark, snapshot_lines() + bad_lines())
-    q = expectations.invalid_envelopes(bronze, debezium, SCHEMA, SOURCE).collect()
+    q = expectations.invalid_envelopes(bronze, debezium.DECODER, SCHEMA, SOURCE).collect()
     got = sorted((r.rules, r.reason) for r in q)
     assert [g[0] for g in got] == [["debezium-envelope $.payload.op: enum"], ["debezium-envelope $: not JSON"]]
     assert got[1][1].startswith("envelope (debezium-envelope.schema.json): not JSON: Expecting ',' delimiter")
@@ -122,7 +122,7 @@ def test_invalid_envelopes_are_quarantined_with_json_path_and_message(spark):
                          "['c', 'u', 'd', 'r', 't']")
     assert all(r.table_name is None and r.source_format == "debezium" for r in q)
     # the decoder sees the rest: 4 snapshot rows, 5 well-formed events, 1 tombstone
-    assert expectations.valid_envelopes(bronze, debezium, SCHEMA).count() == 10
+    assert expectations.valid_envelopes(bronze, debezium.DECODER, SCHEMA).count() == 10
 
 
 def test_compiled_envelope_rules_agree_with_jsonschema(spark):
@@ -186,5 +186,5 @@ def test_databricks_mapping_of_actions():
 def test_envelope_schema_is_used_only_where_the_decoder_does_not_validate_itself():
     from sqlcdc.formats import ces
 
-    assert expectations.envelope_schema(debezium) == SCHEMA
-    assert expectations.envelope_schema(ces) is None
+    assert expectations.envelope_schema(debezium.DECODER) == SCHEMA
+    assert expectations.envelope_schema(ces.DECODER) is None

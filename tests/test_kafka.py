@@ -544,9 +544,9 @@ def test_confluent_avro_values_decode_to_the_same_silver_as_their_json(spark):
 
     from sqlcdc import expectations
 
-    envelope = expectations.envelope_schema(debezium)
+    envelope = expectations.envelope_schema(debezium.DECODER)
     avro_bronze = kafka.bronze_frame(avro, kafka.confluent_avro_json(F.col("value"), schemas))
-    via_avro = debezium.decode(expectations.valid_envelopes(avro_bronze, debezium, envelope), table, COLS)
+    via_avro = debezium.decode(expectations.valid_envelopes(avro_bronze, debezium.DECODER, envelope), table, COLS)
     via_json = debezium.decode(kafka.bronze_frame(as_json), table, COLS)
 
     def silver(d):
@@ -555,7 +555,7 @@ def test_confluent_avro_values_decode_to_the_same_silver_as_their_json(spark):
     got = silver(via_avro)
     assert got == silver(via_json)
     assert sorted(r[0] for r in got) == ["DELETE", "SNAPSHOT", "UPDATE"]
-    quarantined = expectations.invalid_envelopes(avro_bronze, debezium, envelope, table.source)
+    quarantined = expectations.invalid_envelopes(avro_bronze, debezium.DECODER, envelope, table.source)
     reasons = sorted(r.reason for r in quarantined.collect())
     assert len(reasons) == 3, reasons  # the tombstone (null value) is skipped, not quarantined
     assert any("not in the Confluent wire format" in r for r in reasons), reasons

@@ -232,7 +232,7 @@ def test_no_metadata_and_no_columns_waits_for_the_metadata(spark, tmp_path):
     other = dict(doc, table="orders")
     bronze = bronze_of(spark, [json.dumps(doc), json.dumps(other), "not json"])
     got = [(r.table_name, r.reason, r.rules, json.loads(r.raw)["table"])
-           for r in qlik.waiting(bronze, src, table(src), "waiting for metadata: why").collect()]
+           for r in qlik.DECODER.waiting(bronze, src, table(src), "waiting for metadata: why").collect()]
     assert got == [("customers", "waiting for metadata: why", ["waiting"], "customers")]
 
 

@@ -441,12 +441,6 @@ def _source_problems(name: str, s: dict, file: Path, lines: dict) -> list[str]:
     return out
 
 
-#: Producers whose envelopes do not carry the primary key: the table config must name it.
-_NEEDS_KEYS = {
-    "debezium": "a landed Debezium value does not carry the message key",
-    "cdc_ct": "change tables do not mark the primary key",
-}
-
 _ACTIONS_BY_DLT_KEY = {
     "expect": "warn",
     "expect_or_drop": "drop",
@@ -521,13 +515,16 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         problems.append(f"{where('source')}: unknown source {src_name!r}; the pipeline defines {', '.join(sources)}")
         return None
     fmt = sources[src_name].format
-    if not doc.get("keys") and fmt in _NEEDS_KEYS:
-        problems.append(f"{file}:1: keys: required for a {fmt} source ({_NEEDS_KEYS[fmt]})")
-    if not doc.get("columns") and fmt == "cdc_ct":
-        problems.append(
-            f"{file}:1: columns: required for a cdc_ct source (name, type, lob in change-table order: "
-            "change-table exports carry no types)"
-        )
+    from sqlcdc import formats  # formats imports this module (ConfigError): look it up here
+
+    try:
+        decoder = formats.get(fmt)
+    except formats.UnknownFormat:  # the source's own schema problem names it
+        decoder = None
+    if decoder and not doc.get("keys") and decoder.keys_required:
+        problems.append(f"{file}:1: keys: required for a {fmt} source ({decoder.keys_required})")
+    if decoder and not doc.get("columns") and decoder.columns_required:
+        problems.append(f"{file}:1: columns: required for a {fmt} source ({decoder.columns_required})")
     parts = doc["table"].split(".")
     schema, table = (parts if len(parts) == 2 else [defaults.get("schema", "dbo"), parts[0]])
     name = doc.get("name") or table.lower()

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlcdc import formats
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig
 
 META_COLUMNS = ("_op", "_sequence", "_commit_time")
@@ -55,12 +56,6 @@ _SIMPLE_TYPE = re.compile(
     re.I,
 )
 _CANONICAL_REF = re.compile(r"\b(after|before|key)\.|\bop\b|\bsequence\b", re.I)
-_PRODUCER_LABEL = {
-    "debezium": "SQL Server (Debezium)",
-    "ces": "SQL Server (Change Event Streaming)",
-    "cdc_ct": "SQL Server (CDC change tables)",
-    "qlik": "SQL Server (Qlik Replicate)",
-}
 
 
 @dataclass
@@ -171,7 +166,7 @@ def _source_row(source: SourceConfig, flow_id: str, group: str, env: str, bronze
     row: dict[str, Any] = {
         "data_flow_id": flow_id,
         "data_flow_group": group,
-        "source_system": _PRODUCER_LABEL[source.format],
+        "source_system": formats.get(source.format).label,
     }
     details: dict[str, str] = {"source_database": source.name, "source_table": source.name}
     reader: dict[str, str] = {}

@@ -118,7 +118,7 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
         src_tables = cfg.tables_of(source.name)
         tables += src_tables
         bronze = read(source.bronze_table)
-        skipped = decoder.is_skipped(bronze) if hasattr(decoder, "is_skipped") else F.lit(False)
+        skipped = decoder.is_skipped(bronze)
         landed.append(
             bronze.where(~F.coalesce(skipped, F.lit(False))).select(
                 F.lit(source.name).alias("source_name"), F.lit(SOURCE_LEVEL).alias("table_name"),

@@ -38,7 +38,7 @@ A row failing several rules: fail wins, then quarantine, then drop; warn rules n
 bronze record of a producer with a JSON Schema in ``schemas/`` is checked with the schema compiled
 into Spark predicates (:mod:`sqlcdc.formats._schema_check`); only the failing records are handed to
 ``jsonschema`` (an Arrow UDF) for the message with its JSON path. Decoders that validate their own
-envelopes (CES, Qlik: they define ``ENVELOPE_SCHEMA``/``DATA_SCHEMA``) are left to do so.
+envelopes (CES, Qlik: their decoders have no ``envelope_schema``) are left to do so.
 
 Example::
 
@@ -52,21 +52,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sqlcdc import model
 from sqlcdc.config import SCHEMAS_DIR, SourceConfig, TableConfig
+from sqlcdc.values import ColumnSpec
+
+if TYPE_CHECKING:
+    from sqlcdc.formats import Decoder
 
 ACTIONS = ("warn", "drop", "fail", "quarantine")
 WARNINGS_COL = "dq_warnings"
 DEFAULT_RULE_NAMES = ("key_not_null", "sequence_not_null", "known_operation")
 
 #: Envelope JSON Schemas (``schemas/``) of producers whose decoders do not validate envelopes themselves.
-ENVELOPE_SCHEMAS = {"debezium": "debezium-envelope.schema.json"}
-
 _DQ = {a: f"_dq_{a}" for a in ACTIONS}
 
 
@@ -123,10 +125,8 @@ def column_rules(table: TableConfig, columns: Iterable[Any]) -> list[Rule]:
     """
     from sqlcdc import formats
 
-    specs = [c for c in columns if hasattr(c, "source_type")]
-    unknown = getattr(formats.get(table.source.format), "unknown_types", None)
-    if not specs or unknown is None:
-        return []
+    specs = [c for c in columns if isinstance(c, ColumnSpec)]
+    unknown = formats.get(table.source.format).unknown_types
     return [
         Rule(f"unknown_type_{name}", f"{_q(name)} IS NULL", "warn",
              f"source type {source_type!r} of column {name} is not known to sqlcdc: its values are kept as text")
@@ -265,13 +265,13 @@ def with_databricks_expectations(fn: Callable, table: TableConfig, dp: ModuleTyp
 # --- envelopes ---------------------------------------------------------------------------------
 
 
-def envelope_schema(decoder: ModuleType) -> str | None:
-    """The schema file sqlcdc validates ``decoder``'s envelopes with, or None (none known, or the
-    decoder validates its own)."""
-    if hasattr(decoder, "ENVELOPE_SCHEMA") or hasattr(decoder, "DATA_SCHEMA"):
-        return None
-    name = ENVELOPE_SCHEMAS.get(decoder.NAME)
-    return name if name and (SCHEMAS_DIR / name).is_file() else None
+def envelope_schema(decoder: Decoder) -> str | None:
+    """The schema file sqlcdc validates ``decoder``'s envelopes with (its ``envelope_schema``), or
+    None (the decoder validates its own)."""
+    name = decoder.envelope_schema
+    if name and not (SCHEMAS_DIR / name).is_file():
+        raise FileNotFoundError(f"decoder {decoder.name}: envelope schema {SCHEMAS_DIR / name} is missing")
+    return name
 
 
 def prepare_envelope_check(schema_file: str) -> None:
@@ -295,29 +295,25 @@ def envelope_violations(schema_file: str) -> Column:
         F.array(F.lit(sc.NOT_JSON)))
 
 
-def _skipped(decoder: ModuleType) -> Column:
-    return decoder.is_skipped() if hasattr(decoder, "is_skipped") else F.lit(False)
-
-
-def valid_envelopes(bronze: DataFrame, decoder: ModuleType, schema_file: str) -> DataFrame:
+def valid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str) -> DataFrame:
     """Bronze rows whose envelope is valid (or that the decoder skips by definition): decode these."""
-    return bronze.where(_skipped(decoder) | (F.size(envelope_violations(schema_file)) == 0))
+    return bronze.where(decoder.is_skipped() | (F.size(envelope_violations(schema_file)) == 0))
 
 
-def invalid_envelopes(bronze: DataFrame, decoder: ModuleType, schema_file: str, source: SourceConfig) -> DataFrame:
+def invalid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str, source: SourceConfig) -> DataFrame:
     """Quarantine rows for envelopes that break the schema: reason = jsonschema's message with the
     JSON path, rules = ``<schema> <path>: <keyword>`` of each broken compiled rule."""
     from sqlcdc.formats import _schema_check as sc
 
     stem = schema_file.removesuffix(".schema.json")
     bad = bronze.select("*", envelope_violations(schema_file).alias("_violations")).where(
-        ~_skipped(decoder) & (F.size("_violations") > 0)
+        ~decoder.is_skipped() & (F.size("_violations") > 0)
     )
     message = sc.explain_udf(schema_file)(F.col("value"))
     return bad.select(
         *model.quarantine_row(
             source_name=source.name,
-            source_format=decoder.NAME,
+            source_format=decoder.name,
             reason=F.concat(
                 F.lit(f"envelope ({schema_file}): "), F.coalesce(message, F.array_join(F.col("_violations"), "; "))
             ),

@@ -209,7 +209,7 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
                               if f.name in spec.output_columns(frame_schema)]
         for scd, spec in specs.items()
     }
-    streaming = formats.get(table.source.format).STREAMING
+    streaming = formats.get(table.source.format).streaming
     result.rebuilt = _rebuild_reason(spark, table, warehouse, silver_path, streaming, wanted, full_refresh)
     if result.rebuilt:
         for part in gold_parts(warehouse, table):

@@ -84,7 +84,7 @@ def keys(table: TableConfig) -> list[str]:
     key = (table.source.name, table.name)
     if key not in _keys:
         decoder = formats.get(table.source.format)
-        found = decoder.keys_for(table, table.source, spark()) if hasattr(decoder, "keys_for") else []
+        found = decoder.keys_for(table, table.source, spark())
         _keys[key] = tuple(found)
     return list(_keys[key])
 
@@ -136,7 +136,7 @@ def _bronze(source: SourceConfig) -> None:
     comment = f"Raw {source.format} envelopes from source {source.name}, as received."
     # A decoder that reads its landing as a batch (change-table exports: Parquet/CSV/JSON files
     # with per-file schemas) gets a materialized view; streaming tables need streaming relations.
-    define = dp.table if from_kafka or getattr(decoder, "BRONZE_STREAMING", True) else dp.materialized_view
+    define = dp.table if from_kafka or decoder.bronze_streaming else dp.materialized_view
 
     @define(name=source.bronze_table, comment=comment)
     def bronze() -> DataFrame:
@@ -151,7 +151,7 @@ def declare_silver(cfg: PipelineConfig) -> None:
     ``dq_metrics`` materialized view over them (:mod:`sqlcdc.dq_metrics`)."""
     for source in cfg.sources.values():
         tables = cfg.tables_of(source.name)
-        if formats.get(source.format).STREAMING:
+        if formats.get(source.format).streaming:
             _streaming_silver(source, tables)
         else:
             _batch_silver(source, tables)
@@ -235,7 +235,7 @@ def _databricks_checked_view(decoder, table: TableConfig, cols, bronze, silver):
     dp.temporary_view(name=view)(expectations.with_databricks_expectations(checked, table, dp))
 
     def silver_from_view() -> DataFrame:
-        src = spark().readStream.table(view) if formats.get(table.source.format).STREAMING else spark().read.table(view)
+        src = spark().readStream.table(view) if formats.get(table.source.format).streaming else spark().read.table(view)
         return expectations.passed(src, table)
 
     return silver_from_view

@@ -84,7 +84,7 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
             continue
         decoder = formats.get(s.format)
         ids = bronze.select("record_id").distinct()
-        skipped = bronze.where(decoder.is_skipped(bronze)).select("record_id").distinct() if hasattr(decoder, "is_skipped") else None
+        skipped = bronze.where(decoder.is_skipped(bronze)).select("record_id").distinct()
         silver_ids = None
         for t in cfg.tables_of(s.name):
             df = _read(spark, warehouse, t.silver_table)
@@ -98,15 +98,12 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
 
         # Which record id's silver/quarantine row accounts for each record: itself, unless the
         # decoder says otherwise (CES: the segments of a split event ride on its final segment).
-        if hasattr(decoder, "disposition"):
-            # computed once: it re-runs the decoder's grouping, and three joins below read it
-            disp = decoder.disposition(bronze, s).select(
-                "record_id", F.col("carried_by").alias("carrier"), (F.col("status") == "pending").alias("pending")
-            ).localCheckpoint()
-            carriers = disp.select("record_id", "carrier")
-            pending = disp.where("pending").select("record_id").distinct().count()
-        else:
-            carriers, pending = ids.select("record_id", F.col("record_id").alias("carrier")), 0
+        # computed once: it may re-run the decoder's grouping, and three joins below read it
+        disp = decoder.disposition(bronze, s).select(
+            "record_id", F.col("carried_by").alias("carrier"), (F.col("status") == "pending").alias("pending")
+        ).localCheckpoint()
+        carriers = disp.select("record_id", "carrier")
+        pending = disp.where("pending").select("record_id").distinct().count()
 
         def n_in(other: DataFrame | None) -> int:
             if other is None:
@@ -117,11 +114,7 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
         def n_own(other: DataFrame | None) -> int:
             return 0 if other is None else ids.join(other.distinct(), "record_id", "left_semi").count()
 
-        dup_ids = None
-        if hasattr(decoder, "duplicates"):
-            for t in cfg.tables_of(s.name):
-                part = decoder.duplicates(bronze, t, decoder.columns_for(t, s, spark)).select("record_id")
-                dup_ids = part if dup_ids is None else dup_ids.unionByName(part)
+        dup_ids = decoder.duplicates(bronze, s, cfg.tables_of(s.name)).select("record_id")
 
         result.append(Balance(s.name, ids.count(), n_in(silver_ids), n_in(q_ids), n_own(skipped), n_in(d_ids), pending,
                               n_own(dup_ids)))

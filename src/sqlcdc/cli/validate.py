@@ -40,15 +40,6 @@ from sqlcdc.config import ConfigError, PipelineConfig, TableConfig, load_pipelin
 NAME = "validate"
 HELP = "Check configs, expectation SQL, referenced columns and the Databricks bundle; exit 1 on any problem."
 
-# Kafka Connect / Debezium type names a table config may use, as Spark types (for column checks only).
-_CONNECT_TYPES = {
-    "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
-    "float32": "float", "float64": "double", "boolean": "boolean", "string": "string", "bytes": "binary",
-    "io.debezium.time.date": "date", "io.debezium.time.timestamp": "timestamp",
-    "io.debezium.time.microtimestamp": "timestamp", "io.debezium.time.nanotimestamp": "timestamp",
-    "io.debezium.time.zonedtimestamp": "timestamp", "org.apache.kafka.connect.data.decimal": "decimal(38,10)",
-}
-
 # The canonical silver columns an expectation may name besides the table's own (see sqlcdc.model).
 _CANONICAL = {
     "change_id": "string", "source_format": "string", "source_server": "string", "source_database": "string",
@@ -75,11 +66,15 @@ def main(args: argparse.Namespace) -> int:
     if not config.is_file():
         print(f"{config}: no such file (give --config PATH)", file=sys.stderr)
         return 2
+    notes: list[str] = []
     problems = validate(
         config,
         bundle=None if args.no_bundle else (Path(args.bundle) if args.bundle else find_bundle(config)),
         check_sql=not args.no_sql,
+        notes=notes,
     )
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
     for p in problems:
         print(p)
     if problems:
@@ -97,8 +92,13 @@ def find_bundle(config: Path) -> Path | None:
     return None
 
 
-def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True, spark: Any = None) -> list[str]:
-    """Every problem of the config at ``config`` (and of ``bundle`` when given), as report lines."""
+def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True, spark: Any = None,
+             notes: list[str] | None = None) -> list[str]:
+    """Every problem of the config at ``config`` (and of ``bundle`` when given), as report lines.
+
+    ``notes``, when given, receives what is worth knowing but does not stop a run: a table whose
+    columns or keys come from producer metadata that has not landed yet (its records will wait in
+    quarantine, :class:`sqlcdc.formats.NotYetDiscovered`)."""
     problems: list[str] = []
     cfg: PipelineConfig | None = None
     try:
@@ -111,7 +111,8 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
             spark = _spark()
         problems += expression_problems(cfg, spark)
     if cfg is not None:
-        problems += key_discovery_problems(cfg, spark if check_sql else None, start_spark=check_sql)
+        problems += key_discovery_problems(cfg, spark if check_sql else None, start_spark=check_sql,
+                                           notes=notes if notes is not None else [])
     if bundle is not None:
         from sqlcdc.bundle import bundle_problems
 
@@ -119,24 +120,25 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
     return problems
 
 
-def key_discovery_problems(cfg: PipelineConfig, spark: Any = None, *, start_spark: bool = True) -> list[str]:
+def key_discovery_problems(cfg: PipelineConfig, spark: Any = None, *, start_spark: bool = True,
+                           notes: list[str] | None = None) -> list[str]:
     """CES tables without ``keys:``: what would stop a run that discovers them from ``pkkey``.
 
-    A Kafka or Event Hubs source is a problem as is (validate does not read topics, and a run whose
-    topic has no event of the table yet would stop). For a landing folder the events are read as a
-    run reads them when the pipeline is defined (``sqlcdc.formats.ces.columns_for``); without Spark
-    (``--no-sql``) that check is skipped."""
+    For a landing folder the events are read as a run reads them when the pipeline is defined
+    (``sqlcdc.formats.ces.columns_for``); without Spark (``--no-sql``) that check is skipped. No
+    usable event yet is not a problem -- a run waits for one (its events stay in quarantine) -- and
+    goes to ``notes``, as does a Kafka or Event Hubs source (validate does not read topics)."""
     from sqlcdc import kafka
 
     problems: list[str] = []
+    notes = notes if notes is not None else []
     for t in cfg.tables:
         if t.source.format != "ces" or t.keys:
             continue
         where = f"{t.file or 'table config'}:1: keys"
         if kafka.is_kafka_source(t.source):
-            problems.append(f"{where}: required for a CES table read from Kafka or Event Hubs ({t.qualified}): "
-                            "its pkkey is not looked up in the topic by validate, and a run stops when the topic "
-                            "holds no event of the table yet")
+            notes.append(f"{where}: {t.qualified} takes its keys from the pkkey of its events in the topic when a run "
+                         "starts (validate does not read topics); until one lands, its events wait in quarantine")
             continue
         if not t.source.landing:
             problems.append(f"{where}: required: {t.qualified} has no `keys:` and source {t.source.name} no "
@@ -146,17 +148,20 @@ def key_discovery_problems(cfg: PipelineConfig, spark: Any = None, *, start_spar
             if not start_spark:
                 continue
             spark = _spark()
-        problems += _ces_key_problems(t, spark)
+        problems += _ces_key_problems(t, spark, notes)
     return problems
 
 
-def _ces_key_problems(t: TableConfig, spark: Any) -> list[str]:
-    from sqlcdc.formats import ces
+def _ces_key_problems(t: TableConfig, spark: Any, notes: list[str]) -> list[str]:
+    from sqlcdc.formats import NotYetDiscovered, ces
 
     try:
         with _quiet_pyspark():
             ces.columns_for(t, t.source, spark)
             ces.keys_for(t, t.source, spark)
+        return []
+    except NotYetDiscovered as e:  # a run goes on without the table until its metadata lands
+        notes.extend(e.problems)
         return []
     except ConfigError as e:
         return list(e.problems)
@@ -259,11 +264,15 @@ def _spark_message(e: Exception, offset: int = 0, length: int | None = None) -> 
     return first[0].lower() + first[1:] if first else "not valid SQL"
 
 
-def _spark_type(parser, type_name: str) -> str:
+def _spark_type(parser, t: TableConfig, column: dict, ordinal: int) -> str:
+    """The Spark type a ``columns:`` entry becomes, read as the table's producer reads it
+    (:meth:`sqlcdc.formats.Decoder.config_column`); a type Spark cannot parse stays ``string``."""
+    from sqlcdc import formats
+
     try:
-        return parser.parseDataType(type_name).catalogString()
+        return parser.parseDataType(formats.get(t.source.format).config_column(column, ordinal).spark_type).catalogString()
     except Exception:
-        return _CONNECT_TYPES.get(type_name.lower(), "string")
+        return "string"
 
 
 def _q(name: str) -> str:
@@ -272,7 +281,7 @@ def _q(name: str) -> str:
 
 def _silver_frame(spark, parser, t: TableConfig):
     """An empty frame with the table's columns at top level plus the canonical change columns."""
-    cols = [(c["name"], _spark_type(parser, c["type"])) for c in t.columns]
+    cols = [(c["name"], _spark_type(parser, t, c, i)) for i, c in enumerate(t.columns, start=1)]
     struct = "struct<" + ", ".join(f"{_q(n)}: {ty}" for n, ty in cols) + ">"
     key_cols = [(n, ty) for n, ty in cols if n in t.keys] or cols[:1]
     key_struct = "struct<" + ", ".join(f"{_q(n)}: {ty}" for n, ty in key_cols) + ">"

@@ -1,46 +1,41 @@
-"""One decoder per producer. A decoder is a module ``sqlcdc.formats.<name>`` that defines:
+"""One decoder per producer: a subclass of :class:`Decoder` in ``sqlcdc.formats.<name>``, whose
+instance is that module's ``DECODER``. :func:`get` returns it; :func:`available` lists the names.
 
-``NAME: str``
-    the ``format`` value sources use in config (``debezium``, ``ces``, ``cdc_ct``, ``qlik``).
-``STREAMING: bool``
-    True when :func:`decode` is stateless row by row, so silver can be a streaming table. A
-    decoder that must see several bronze rows together (pairing, reassembly) sets False and its
-    silver is recomputed from bronze.
-``read_bronze(spark, source) -> DataFrame``
-    the (streaming) bronze read of the source's landing location; :func:`sqlcdc.formats.base.read_text_lines`
-    serves formats that land one envelope per text line.
-``columns_for(table, source, spark) -> list[ColumnSpec]``
-    the table's typed columns, from config or discovered from the producer's own metadata.
-``decode(bronze, table, columns) -> Decoded``
-    bronze rows of one onboarded table -> canonical changes + quarantine rows.
-``unrouted(bronze, source, tables) -> DataFrame``
-    quarantine rows for bronze records no table's :func:`decode` takes (unparseable envelopes,
-    tables not onboarded), so that every landed record is in silver or in quarantine.
-``BRONZE_STREAMING: bool`` (optional, default True)
-    False when :func:`read_bronze` returns a batch DataFrame; bronze is then a materialized view.
-``keys_for(table, source, spark) -> list[str]`` (optional)
-    key columns from the producer's own metadata, used when the table config gives no ``keys:``.
-``is_skipped(bronze) -> Column`` (optional)
-    records that are by definition not changes (Debezium tombstones); counted, not quarantined.
-``waiting(bronze, source, table, reason) -> DataFrame`` (required of a decoder whose
-:func:`columns_for` or ``keys_for`` raises :class:`NotYetDiscovered`)
-    quarantine rows, with ``reason``, for the records of a table whose metadata has not landed.
+Required of every decoder (abstract here): its ``name`` (the ``format`` value in config), ``label``,
+``streaming``, and :meth:`~Decoder.read_bronze`, :meth:`~Decoder.columns_for`,
+:meth:`~Decoder.decode`, :meth:`~Decoder.unrouted`. Every other hook has a default that holds
+for a producer without the feature (no key discovery, nothing skipped, every record accounted for
+by its own row, no duplicates, no unknown types), so callers never probe for one.
 
-Adding a fifth producer = one module here, one JSON Schema in ``schemas/``, one test file.
+>>> from sqlcdc import formats
+>>> formats.get("debezium").streaming
+True
+>>> formats.get("oracle")
+Traceback (most recent call last):
+...
+sqlcdc.formats.UnknownFormat: unknown producer format 'oracle'; available: cdc_ct, ces, debezium, qlik
+
+Adding a fifth producer = one module here (a :class:`Decoder` subclass and ``DECODER``), one JSON
+Schema in ``schemas/``, one test file. The config schema's ``format`` enum is tested against
+:func:`available`.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from types import ModuleType
+from typing import ClassVar, Iterable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from sqlcdc.config import ConfigError
+from sqlcdc import model
+from sqlcdc.config import ConfigError, SourceConfig, TableConfig
+from sqlcdc.values import ColumnSpec
 
-REQUIRED = ("NAME", "STREAMING", "read_bronze", "columns_for", "decode", "unrouted")
+__all__ = ["Decoded", "Decoder", "NotYetDiscovered", "UnknownFormat", "available", "get"]
 
 
 @dataclass
@@ -54,7 +49,7 @@ class Decoded:
 
 
 class UnknownFormat(ValueError):
-    pass
+    """A ``format`` no decoder of this package reads (the message lists those that exist)."""
 
 
 class NotYetDiscovered(ConfigError):
@@ -63,6 +58,115 @@ class NotYetDiscovered(ConfigError):
     after data now and then. Not a config mistake: the run goes on without the table's silver and
     gold, its records wait in quarantine with this reason (the decoder's ``waiting``), and the
     first run after the metadata lands decodes them (its silver is recomputed from bronze)."""
+
+
+class Decoder(ABC):
+    """How one producer's landed records become bronze, and bronze rows become canonical changes.
+
+    Class attributes (``name``, ``label``, ``streaming`` required; the rest default):
+
+    ``name``
+        the ``format`` value sources use in config (``debezium``, ``ces``, ``cdc_ct``, ``qlik``).
+    ``label``
+        the producer as people name it (``SQL Server (Debezium)``): dlt-meta's ``source_system``.
+    ``streaming``
+        True when :meth:`decode` is stateless row by row, so silver can be a streaming table. A
+        decoder that must see several bronze rows together (pairing, reassembly) sets False and
+        its silver is recomputed from bronze each run.
+    ``bronze_streaming``
+        False when :meth:`read_bronze` returns a batch frame; bronze is then a materialized view.
+    ``envelope_schema``
+        a JSON Schema file in ``schemas/`` that sqlcdc checks every envelope against before
+        :meth:`decode` (failures are quarantined with the schema's reason); None when the decoder
+        checks its envelopes itself.
+    ``keys_required`` / ``columns_required``
+        why a table config of this producer must name its ``keys:`` / ``columns:`` (the producer's
+        records do not carry them), or None; ``sqlcdc validate`` reports their absence.
+    """
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+    streaming: ClassVar[bool]
+    bronze_streaming: ClassVar[bool] = True
+    envelope_schema: ClassVar[str | None] = None
+    keys_required: ClassVar[str | None] = None
+    columns_required: ClassVar[str | None] = None
+
+    # --- required ----------------------------------------------------------------------------------
+
+    @abstractmethod
+    def read_bronze(self, spark: SparkSession, source: SourceConfig, *, streaming: bool = True) -> DataFrame:
+        """The source's landing location as bronze rows ``record_id, value, source_file, ingest_time``
+        (:func:`sqlcdc.formats.base.read_text_lines` serves one envelope per text line)."""
+
+    @abstractmethod
+    def columns_for(self, table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[ColumnSpec]:
+        """The table's typed columns, from config or the producer's own metadata; raises
+        :class:`NotYetDiscovered` while that metadata has not landed."""
+
+    @abstractmethod
+    def decode(self, bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
+        """Bronze rows of one onboarded table -> canonical changes + quarantine rows."""
+
+    @abstractmethod
+    def unrouted(self, bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
+        """Quarantine rows for bronze records no table's :meth:`decode` takes (unparseable
+        envelopes, tables not onboarded), so every landed record is in silver or in quarantine."""
+
+    # --- optional, with defaults -----------------------------------------------------------------
+
+    def config_column(self, column: dict, ordinal: int) -> ColumnSpec:
+        """One ``columns:`` entry of a table config (``name``, ``type``, ``lob``; ``ordinal`` its
+        1-based position) as this producer reads it: the one type mapping decoders and ``sqlcdc
+        validate`` share. Default: ``type`` is a Spark SQL type, the values its text."""
+        return ColumnSpec(column["name"], str(column["type"]).strip().lower(), lob=bool(column.get("lob", False)),
+                          ordinal=ordinal, source_type=str(column["type"]))
+
+    def keys_for(self, table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[str]:
+        """Key columns from the producer's own metadata, used when the table config has no
+        ``keys:``. Default: none (the config must name them)."""
+        return []
+
+    def is_skipped(self, bronze: DataFrame | None = None) -> Column:
+        """Records that are by definition not changes (Debezium tombstones): counted as skipped,
+        not quarantined. Default: none."""
+        return F.lit(False)
+
+    def unknown_types(self, columns: Iterable[ColumnSpec]) -> list[tuple[str, str]]:
+        """``(column, source type)`` of columns whose type the decoder keeps as text (each gets a
+        ``warn`` rule, :func:`sqlcdc.expectations.column_rules`). Default: none."""
+        return []
+
+    def disposition(self, bronze: DataFrame, source: SourceConfig) -> DataFrame:
+        """``record_id, carried_by, status`` per bronze record: the record whose silver or quarantine
+        row accounts for it, and ``pending`` for records that wait for others (CES segments).
+        Default: every record carries itself."""
+        return bronze.select("record_id", F.col("record_id").alias("carried_by"), F.lit("event").alias("status"))
+
+    def duplicates(self, bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
+        """``record_id, kept_record_id`` of bronze records that repeat a change already taken
+        (at-least-once delivery) and are in neither silver nor quarantine; the balance counts them
+        as ``duplicate``. Default: none (duplicates are the gold apply's concern)."""
+        return bronze.select("record_id", F.col("record_id").alias("kept_record_id")).limit(0)
+
+    def routed(self, bronze: DataFrame, source: SourceConfig, table: TableConfig) -> DataFrame:
+        """Bronze records of ``table`` (with ``record_id, value, source_file, ingest_time``), for
+        :meth:`waiting`. Needed by a decoder whose :meth:`columns_for` or :meth:`keys_for` may
+        raise :class:`NotYetDiscovered`."""
+        raise NotImplementedError(
+            f"decoder {self.name} raised NotYetDiscovered for {table.qualified} but cannot route its records (Decoder.routed)"
+        )
+
+    def waiting(self, bronze: DataFrame, source: SourceConfig, table: TableConfig, reason: str) -> DataFrame:
+        """Quarantine rows (rule ``waiting``, with ``reason``) for the records of a table whose
+        metadata has not landed yet (:class:`NotYetDiscovered`)."""
+        return self.routed(bronze, source, table).select(
+            *model.quarantine_row(source_name=source.name, source_format=self.name, reason=F.lit(reason),
+                                  table_name=table.name, rules=F.array(F.lit("waiting")))
+        )
+
+    def __repr__(self) -> str:
+        return f"<decoder {self.name}>"
 
 
 def available() -> list[str]:
@@ -75,12 +179,11 @@ def available() -> list[str]:
     return sorted(names)
 
 
-def get(name: str) -> ModuleType:
-    """The decoder module for format ``name``; raises :class:`UnknownFormat` naming the choices."""
+def get(name: str) -> Decoder:
+    """The decoder of format ``name``; raises :class:`UnknownFormat` naming the choices."""
     if name not in available():
         raise UnknownFormat(f"unknown producer format {name!r}; available: {', '.join(available())}")
-    module = importlib.import_module(f"{__name__}.{name}")
-    missing = [attr for attr in REQUIRED if not hasattr(module, attr)]
-    if missing:
-        raise UnknownFormat(f"decoder sqlcdc.formats.{name} lacks {', '.join(missing)}")
-    return module
+    decoder = getattr(importlib.import_module(f"{__name__}.{name}"), "DECODER", None)
+    if not isinstance(decoder, Decoder) or decoder.name != name:
+        raise UnknownFormat(f"sqlcdc.formats.{name} defines no DECODER (a Decoder named {name!r})")
+    return decoder

@@ -169,7 +169,7 @@ from pyspark.sql import functions as F
 
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
-from sqlcdc.formats import Decoded
+from sqlcdc.formats import Decoded, Decoder
 from sqlcdc.formats.base import landed_files_reader, one_json_value, record_id
 from sqlcdc.values import ColumnSpec, commit_time, typed_struct
 
@@ -710,23 +710,12 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
             problems.append(f"{where}: keys: {k!r} is not in columns ({', '.join(names)})")
     specs = []
     for i, c in enumerate(table.columns, start=1):
-        t = str(c["type"]).strip().lower()
-        is_binary = t in ("binary", "varbinary") or t.startswith(("binary(", "varbinary("))
         try:
             ordinal = int(ordinals.get(c["name"], i))
         except (TypeError, ValueError):
             problems.append(f"{where}: options.column_ordinals.{c['name']}: not an integer")
             continue
-        specs.append(
-            ColumnSpec(
-                c["name"],
-                "binary" if is_binary else t,
-                "hex" if is_binary else "text",
-                lob=bool(c.get("lob", False)),
-                ordinal=ordinal,
-                source_type=str(c["type"]),
-            )
-        )
+        specs.append(config_column(c, ordinal))
     seen: dict[int, str] = {}
     for s in specs:
         if s.ordinal in seen:
@@ -735,6 +724,18 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     if problems:
         raise ConfigError(problems)
     return specs
+
+
+def config_column(column: dict, ordinal: int) -> ColumnSpec:
+    """A ``columns:`` entry: ``type`` a Spark SQL type, or ``binary``/``varbinary`` (hex text in the exports).
+
+    >>> config_column({"name": "photo", "type": "varbinary(max)", "lob": True}, 3)
+    ColumnSpec(name='photo', spark_type='binary', encoding='hex', lob=True, ordinal=3, source_type='varbinary(max)')
+    """
+    t = str(column["type"]).strip().lower()
+    is_binary = t in ("binary", "varbinary") or t.startswith(("binary(", "varbinary("))
+    return ColumnSpec(column["name"], "binary" if is_binary else t, "hex" if is_binary else "text",
+                      lob=bool(column.get("lob", False)), ordinal=ordinal, source_type=str(column["type"]))
 
 
 # --- value spellings -----------------------------------------------------------------------------
@@ -1106,3 +1107,29 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     return bronze.where(~taken).select(
         *model.quarantine_row(source_name=source.name, source_format=NAME, reason=reason, rules=F.array(F.lit("routing")))
     )
+
+
+class ChangeTables(Decoder):
+    """Exports of SQL Server CDC change tables (``cdc.<capture_instance>_CT``): CSV, JSON lines, Parquet."""
+
+    name = NAME
+    label = "SQL Server (CDC change tables)"
+    streaming = STREAMING
+    bronze_streaming = BRONZE_STREAMING
+    keys_required = "change tables do not mark the primary key"
+    columns_required = "name, type, lob in change-table order: change-table exports carry no types"
+    read_bronze = staticmethod(read_bronze)
+    columns_for = staticmethod(columns_for)
+    decode = staticmethod(decode)
+    unrouted = staticmethod(unrouted)
+    config_column = staticmethod(config_column)
+
+    def duplicates(self, bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
+        """Copies of a change-table row already taken, per table (:func:`duplicates`)."""
+        out = super().duplicates(bronze, source, tables)
+        for table in tables:
+            out = out.unionByName(duplicates(bronze, table, columns_for(table, source, bronze.sparkSession)))
+        return out
+
+
+DECODER = ChangeTables()

@@ -95,7 +95,7 @@ from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, 
 
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
-from sqlcdc.formats import Decoded, NotYetDiscovered
+from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats.base import bronze_columns, landed_files_reader, read_text_lines
@@ -614,10 +614,7 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     if table.columns:
         if not table.keys and spark is not None:
             keys_for(table, source, spark)  # at definition time: decode() must not scan
-        return [
-            spec_for_sql_type(c["name"], c["type"], ordinal=i + 1, lob=c.get("lob"))
-            for i, c in enumerate(table.columns)
-        ]
+        return [DECODER.config_column(c, i) for i, c in enumerate(table.columns, start=1)]
     found = _discover(table, source, spark) if spark is not None else None
     if not found or not found["cols"]:
         why = f" (events seen, none usable: {'; '.join(found['problems'])[:1000]})" if found and found["problems"] else ""
@@ -917,13 +914,10 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     return q_invalid.unionByName(q_late).unionByName(q_stray)
 
 
-def waiting(bronze: DataFrame, source: SourceConfig, table: TableConfig, reason: str) -> DataFrame:
-    """Quarantine rows, with ``reason``, for the complete events of ``table`` while none of them
-    tells its columns or keys (see :class:`sqlcdc.formats.NotYetDiscovered`)."""
-    return events(bronze, source).where(_routes(table)).select(
-        *model.quarantine_row(source_name=source.name, source_format=NAME, reason=F.lit(reason),
-                              table_name=table.name, rules=F.array(F.lit("waiting")))
-    )
+def routed(bronze: DataFrame, source: SourceConfig, table: TableConfig) -> DataFrame:
+    """The complete events of ``table`` (a split event as its final segment): what waits in
+    quarantine while none of them tells the table's columns or keys (:meth:`Decoder.waiting`)."""
+    return events(bronze, source).where(_routes(table))
 
 
 def disposition(bronze: DataFrame, source: SourceConfig) -> DataFrame:
@@ -959,3 +953,26 @@ def disposition(bronze: DataFrame, source: SourceConfig) -> DataFrame:
         F.when(F.col("complete"), F.col("tail.record_id")).otherwise(F.col("s.record_id")).alias("carried_by"),
     )
     return plain.unionByName(seg)
+
+
+class Ces(Decoder):
+    """SQL Server 2025 Change Event Streaming CloudEvents (JSON lines or Avro), split events reassembled."""
+
+    name = NAME
+    label = "SQL Server (Change Event Streaming)"
+    streaming = STREAMING
+    read_bronze = staticmethod(read_bronze)
+    columns_for = staticmethod(columns_for)
+    decode = staticmethod(decode)
+    unrouted = staticmethod(unrouted)
+    keys_for = staticmethod(keys_for)
+    unknown_types = staticmethod(unknown_types)
+    disposition = staticmethod(disposition)
+    routed = staticmethod(routed)
+
+    def config_column(self, column: dict, ordinal: int) -> ColumnSpec:
+        """A SQL Server type name, as CES's ``eventsource.cols`` spell them (:func:`spec_for_sql_type`)."""
+        return spec_for_sql_type(column["name"], column["type"], ordinal=ordinal, lob=column.get("lob"))
+
+
+DECODER = Ces()

@@ -59,7 +59,7 @@ from pyspark.sql import functions as F
 
 from sqlcdc import lsn, model, names
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
-from sqlcdc.formats import Decoded
+from sqlcdc.formats import Decoded, Decoder
 from sqlcdc.formats.base import one_json_value, read_text_lines, record_id
 from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, typed_struct
 
@@ -407,3 +407,25 @@ def _schema_in_line(line: str, table: TableConfig) -> list[ColumnSpec] | None:
         if f.get("field") in ("after", "before") and f.get("type") == "struct":
             return [spec_from_connect_field(c) for c in f.get("fields", [])]
     return None
+
+
+class Debezium(Decoder):
+    """Debezium SQL Server connector event values (schema envelope or payload only), one per line."""
+
+    name = NAME
+    label = "SQL Server (Debezium)"
+    streaming = STREAMING
+    envelope_schema = "debezium-envelope.schema.json"
+    keys_required = "a landed Debezium value does not carry the message key"
+    read_bronze = staticmethod(read_bronze)
+    columns_for = staticmethod(columns_for)
+    decode = staticmethod(decode)
+    unrouted = staticmethod(unrouted)
+    is_skipped = staticmethod(is_skipped)
+
+    def config_column(self, column: dict, ordinal: int) -> ColumnSpec:
+        """A Connect type or logical name, ``decimal(p,s)`` (Connect Decimal) or a Spark SQL type."""
+        return spec_from_config(column)
+
+
+DECODER = Debezium()

@@ -134,7 +134,7 @@ from pyspark.sql.types import StringType
 
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
-from sqlcdc.formats import Decoded, NotYetDiscovered
+from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats.base import read_text_lines, record_id
@@ -731,14 +731,10 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     return bad.unionByName(orphans)
 
 
-def waiting(bronze: DataFrame, source: SourceConfig, table: TableConfig, reason: str) -> DataFrame:
-    """Quarantine rows, with ``reason``, for the data messages of ``table`` while no usable metadata
-    message of it has landed (see :class:`sqlcdc.formats.NotYetDiscovered`)."""
-    dt = _data_rows(_parsed(bronze, ("DT",)), metadata_versions(_metadata_parsed(bronze)))
-    return dt.where(_matches(table)).select(
-        *model.quarantine_row(source_name=source.name, source_format=NAME, reason=F.lit(reason),
-                              table_name=table.name, rules=F.array(F.lit("waiting")))
-    )
+def routed(bronze: DataFrame, source: SourceConfig, table: TableConfig) -> DataFrame:
+    """The data messages of ``table``: what waits in quarantine while no usable metadata message
+    of it has landed (:meth:`Decoder.waiting`)."""
+    return _data_rows(_parsed(bronze, ("DT",)), metadata_versions(_metadata_parsed(bronze))).where(_matches(table))
 
 
 # --- decoding --------------------------------------------------------------------------------------
@@ -1065,3 +1061,21 @@ def _keys_from_columns(table: TableConfig, columns: list[ColumnSpec]) -> list[st
     if found is None:
         found = keys_for(table)
     return [k for k in found if k in {c.name for c in columns}]
+
+
+class Qlik(Decoder):
+    """Qlik Replicate Kafka-target messages (data and metadata, bare or atMSG-wrapped), one per line."""
+
+    name = NAME
+    label = "SQL Server (Qlik Replicate)"
+    streaming = STREAMING
+    read_bronze = staticmethod(read_bronze)
+    columns_for = staticmethod(columns_for)
+    decode = staticmethod(decode)
+    unrouted = staticmethod(unrouted)
+    keys_for = staticmethod(keys_for)
+    is_skipped = staticmethod(is_skipped)
+    routed = staticmethod(routed)
+
+
+DECODER = Qlik()
