@@ -126,10 +126,10 @@ def test_the_projects_own_config_and_bundle_validate(spark, capsys):
     assert capsys.readouterr().out == ""
 
 
-@pytest.mark.parametrize("sql_type, boolean", [("bit", True), ("varchar(5)", False)])
+@pytest.mark.parametrize("sql_type, boolean", [("bit", True), ("datetime2", False)])
 def test_rule_columns_are_typed_as_the_producer_reads_them(spark, tmp_path, sql_type, boolean):
     """A CES column is a SQL Server type: `bit` is a boolean in silver, so `active` alone is a valid
-    rule; as `varchar(5)` it is text and the same rule is refused (the decoder's mapping, not a copy)."""
+    rule; as `datetime2` (a timestamp) the same rule is refused (the decoder's mapping, not a copy)."""
     (tmp_path / "tables").mkdir()
     (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: ces\n    landing: in\n")
     (tmp_path / "tables" / "t.yml").write_text(
