@@ -36,6 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlcdc import apply_changes, dq_metrics, expectations, formats, model, runtime
 from sqlcdc import gold, kafka, reshape
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
+from sqlcdc.formats.base import is_unreadable_file, unreadable_file_rows
 from sqlcdc.values import ColumnSpec
 
 CONFIG_CONF = "sqlcdc.config"
@@ -171,8 +172,11 @@ def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     if envelope:
         expectations.prepare_envelope_check(envelope)
 
-    def landed() -> DataFrame:
+    def stored() -> DataFrame:
         return spark().readStream.table(source.bronze_table)
+
+    def landed() -> DataFrame:  # records; not the rows that stand for unreadable files
+        return stored().where(~is_unreadable_file())
 
     def bronze() -> DataFrame:  # what the decoder sees: envelopes that pass their JSON Schema
         return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
@@ -182,7 +186,8 @@ def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
 
     @dp.append_flow(target=source.quarantine_table, name=f"unrouted_{source.name}")
     def unrouted() -> DataFrame:
-        return decoder.unrouted(bronze(), source, tables)
+        return decoder.unrouted(bronze(), source, tables).unionByName(
+            unreadable_file_rows(stored(), source.name, decoder.name))
 
     if envelope:
 
@@ -248,8 +253,11 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     if envelope:
         expectations.prepare_envelope_check(envelope)
 
-    def landed() -> DataFrame:
+    def stored() -> DataFrame:
         return spark().read.table(source.bronze_table)
+
+    def landed() -> DataFrame:  # records; not the rows that stand for unreadable files
+        return stored().where(~is_unreadable_file())
 
     def bronze() -> DataFrame:
         return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
@@ -270,6 +278,7 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     )
     def quarantine() -> DataFrame:
         out = decoder.unrouted(bronze(), source, tables)  # a waiting table's records are its own
+        out = out.unionByName(unreadable_file_rows(stored(), source.name, decoder.name))
         if envelope:
             out = out.union(expectations.invalid_envelopes(landed(), decoder, envelope, source))
         for table, why in waits:

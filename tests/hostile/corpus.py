@@ -17,6 +17,7 @@ cores). As a script, to look at a run by hand::
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -45,6 +46,15 @@ def colon_name(file: str) -> str:
     file system could not open such a file, and stopped the whole run)."""
     stem, dot, ext = file.rpartition(".")
     return f"{stem}_10:00{dot}{ext}"
+
+
+def damaged_files(file: str) -> dict[str, str]:
+    """Files of a producer that cannot be read to their end -> what their quarantine reason says:
+    a ``.gz`` cut short (copies of the producer's first good record, so whatever Spark reads of it
+    before the cut changes no gold) and a ``.gz`` that is not gzip at all. Each stopped the whole
+    run (Spark's codec fails mid-file); now each is quarantined as a file."""
+    stem, _, ext = file.rpartition(".")
+    return {f"{stem}_cut.{ext}.gz": "not a whole gzip file (EOFError", f"{stem}_junk.{ext}.gz": "not a whole gzip file (BadGzipFile"}
 
 
 #: records of a producer that are neither silver nor quarantine: Qlik's metadata message is skipped
@@ -90,7 +100,11 @@ def land(landing: Path) -> tuple[str, dict[str, str]]:
         alone = next(c.record for c in CASES_OF[producer] if c.place == "silver")
         (folder / file).write_text("\n".join(x for x in lines[producer] if x != alone) + "\n")
         (folder / colon_name(file)).write_text(alone + "\n")
-        options = "    options: {serialization: json}\n" if producer == "ces" else ""
+        cut, junk = damaged_files(file)
+        (folder / cut).write_bytes(gzip.compress(((alone + "\n") * 50).encode())[:-40])
+        (folder / junk).write_bytes(b"these bytes were meant to be gzip\n")
+        # CES reads JSON lines by json_glob (default *.{json,jsonl,ndjson}): let it read .json.gz too
+        options = "    options: {serialization: json, json_glob: '*.{json,json.gz}'}\n" if producer == "ces" else ""
         sources += f"  {source}:\n    format: {producer}\n    landing: {folder}\n{options}"
     dbz_cols = [{"name": f["field"], "type": _dbz_type(f)} for f in h.DBZ_FIELDS]
     tables = {
@@ -112,16 +126,30 @@ def write(base: Path) -> Path:
     return base / "config" / "pipeline.yml"
 
 
+def _from(files, column: str):
+    """Rows whose ``column`` (a landed file's path) is one of ``files``."""
+    out = F.lit(False)
+    for name in files:
+        out = out | F.col(column).endswith(name)
+    return out
+
+
 def _read(spark, tables: Path, name: str):
     return spark.read.format("delta").load(str(tables / name))
 
 
 def check(spark, tables: Path) -> None:
     """Assert the corpus's outcome in a warehouse's ``tables`` folder (see the module docstring)."""
-    for producer, (source, table, _) in SOURCES.items():
-        bronze = _read(spark, tables, f"bronze_{source}")
-        silver = _read(spark, tables, f"silver_{table}")
-        out = h._outcomes(bronze, silver, [_read(spark, tables, f"quarantine_{source}")])
+    for producer, (source, table, file) in SOURCES.items():
+        damaged = damaged_files(file)
+        bronze, silver, quarantine = (_read(spark, tables, n) for n in (f"bronze_{source}", f"silver_{table}", f"quarantine_{source}"))
+        for name, reason in damaged.items():  # quarantined as a file, with the reason
+            rows = [r for r in quarantine.where(F.col("bronze_file").endswith(name)).collect() if "gzip" in (r.reason or "")]
+            assert len(rows) == 1 and f"file {name} cannot be read: {reason}" in rows[0].reason, f"{source}: {name}: {rows}"
+        # the records: everything else (what Spark read of the cut file before the damage is the
+        # first good record again, or its last line cut short: in silver or quarantine, as the balance says)
+        bronze = bronze.where(~_from(damaged, "source_file"))
+        out = h._outcomes(bronze, silver.where(~_from(damaged, "bronze_file")), [quarantine.where(~_from(damaged, "bronze_file"))])
         cases = CASES_OF[producer]
         # the balance: every landed record in exactly one place (skipped ones in none)
         landed = [r.value for r in bronze.select("value").collect()]
@@ -179,7 +207,7 @@ def snapshot(spark, tables: Path) -> dict[str, list]:
 
 def run(config: Path, warehouse: Path) -> subprocess.CompletedProcess:
     return subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse)],
-                          capture_output=True, text=True, timeout=1800)
+                          capture_output=True, text=True, timeout=2400)
 
 
 if __name__ == "__main__":

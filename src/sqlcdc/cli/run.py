@@ -6,7 +6,8 @@ Everything the run writes lives under the warehouse folder (default ``warehouse/
       tables/<table>/       Delta tables: bronze_*, silver_*, quarantine_*, gold_*_scd1, gold_*_scd2
       _storage/             SDP checkpoints (what makes the next run process only new files)
       _metastore/           the embedded Hive metastore that lets tables survive between runs
-      _sqlcdc/              the generated spec, spark-defaults.conf and the last run's full log
+      _sqlcdc/              the generated spec, spark-defaults.conf, the last run's full log and
+                            the checks of landed compressed files (unreadable/)
 
 A second ``sqlcdc run`` reads only files that landed since the first, and gold merges only the
 changes they bring (:mod:`sqlcdc.gold`); ``--full-refresh`` recomputes every table from the
@@ -28,6 +29,7 @@ import yaml
 
 from sqlcdc import gold, reshape, runtime
 from sqlcdc.config import ConfigError, PipelineConfig, load_pipeline
+from sqlcdc.formats.base import STATE_DIR_ENV
 
 NAME = "run"
 HELP = "Run the pipeline locally (bronze -> silver -> gold) and print rows per table."
@@ -117,6 +119,8 @@ def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "PYTHONUNBUFFERED": "1",
+        # landed files are checked before Spark reads them; what cannot be read is quarantined as a file
+        STATE_DIR_ENV: str(state),
     }
     return spec_path, env
 

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import hashlib
+import json
+import os
+import re
+import zlib
+from fnmatch import fnmatchcase
+from pathlib import Path
+from urllib.parse import quote, unquote
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.readwriter import DataFrameReader
 from pyspark.sql.streaming import DataStreamReader
+from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 #: Hadoop options for every read of landed files. Hadoop's default local file system checks a
 #: ``.<name>.crc`` beside each file it opens, and builds that name as a Path -- which fails for a
@@ -24,17 +36,198 @@ def landed_files_reader(spark: SparkSession, *, streaming: bool = False) -> Data
     return (spark.readStream if streaming else spark.read).options(**LANDED_FILE_OPTIONS)
 
 
+#: Environment variable naming the folder where a local run keeps its file checks (``sqlcdc run``
+#: sets it to ``<warehouse>/_sqlcdc``). Unset (Databricks, a notebook), landed files are read as
+#: Spark reads them: a corrupt compressed file then stops the read, naming the file.
+STATE_DIR_ENV = "SQLCDC_STATE_DIR"
+
+#: The key of the bronze ``value`` that stands for a landed file that cannot be read to its end
+#: (:func:`unreadable_file_rows`); the pipeline quarantines such rows as files, before any decoder.
+UNREADABLE_FILE = "__sqlcdc_unreadable_file"
+
+_MARKER_SCHEMA = StructType([StructField("value", StringType()), StructField("source_file", StringType())])
+
+#: Bronze rows of landed files. A StructType, not a DDL string: under Spark Connect
+#: ``createDataFrame``/``schema`` with a DDL string asks the server to parse it, which SDP refuses
+#: inside a query function (ATTEMPT_ANALYSIS_IN_PIPELINE_QUERY_FUNCTION).
+BRONZE_SCHEMA = StructType([StructField(n, t) for n, t in (
+    ("record_id", StringType()), ("value", StringType()), ("source_file", StringType()), ("ingest_time", TimestampType()))])
+
+
 def read_text_lines(spark: SparkSession, landing: str, *, streaming: bool = True, glob: str | None = None) -> DataFrame:
     """Landed files, one envelope per line, as bronze rows: ``record_id, value, source_file, ingest_time``.
 
     ``record_id`` is a hash of file path and line text: stable across re-reads, so lineage
     from silver and quarantine back to bronze survives a full refresh.
+
+    In a local run (:data:`STATE_DIR_ENV` set) a compressed file that cannot be read to its end
+    (a ``.gz`` or ``.bz2`` cut short, or not compressed at all) does not stop the read: Spark
+    keeps what it could read of it (``ignoreCorruptFiles``), and the streaming read adds one bronze
+    row for the file (:data:`UNREADABLE_FILE`, with the reason) that the pipeline quarantines.
     """
     reader = landed_files_reader(spark, streaming=streaming).format("text")
     if glob:
         reader = reader.option("pathGlobFilter", glob)
+    state = os.environ.get(STATE_DIR_ENV)
+    root = local_path(landing)
+    if state and root is not None:
+        reader = reader.option("ignoreCorruptFiles", "true")
     raw = reader.load(landing)
-    return bronze_columns(raw.select("value", F.col("_metadata.file_path").alias("source_file")))
+    rows = bronze_columns(raw.select("value", F.col("_metadata.file_path").alias("source_file")))
+    if not (streaming and state and root is not None):
+        return rows
+    markers = check_landed_files(root, glob, Path(state))
+    found = spark.readStream.schema(_MARKER_SCHEMA).json(str(markers))
+    return rows.unionByName(bronze_columns(found))
+
+
+def local_path(landing: str) -> str | None:
+    """The local folder of a landing location (a path or ``file:`` URI), else None (remote)."""
+    if landing.startswith("file://"):
+        return unquote(landing[len("file://"):])
+    if landing.startswith("file:"):
+        return unquote(landing[len("file:"):])
+    return None if "://" in landing else landing
+
+
+def file_uri(path: str) -> str:
+    """``file:/...``, percent-encoded, as Spark's ``_metadata.file_path`` spells a local file."""
+    return "file:" + quote(os.path.abspath(path), safe="/!$&'()*+,;=@~")
+
+
+def _glob_patterns(glob: str | None) -> list[str]:
+    """A Hadoop file-name glob as :mod:`fnmatch` patterns (``{a,b}`` alternatives expanded)."""
+    if not glob:
+        return ["*"]
+    m = re.search(r"\{([^{}]*)\}", glob)
+    if not m:
+        return [glob.replace("[^", "[!")]
+    return [p for alt in m.group(1).split(",") for p in _glob_patterns(glob[: m.start()] + alt + glob[m.end():])]
+
+
+def compressed_file_problem(path: str) -> str | None:
+    """Why a ``.gz`` / ``.bz2`` file cannot be read to its end, else None (other files: None).
+
+    Spark (Hadoop's codecs) fails the whole read on a compressed file cut short or not compressed
+    at all, after it read part of it; Python's codecs tell the same before Spark opens it."""
+    low = path.lower()
+    opener = gzip.open if low.endswith(".gz") else bz2.open if low.endswith(".bz2") else None
+    if opener is None:
+        return None
+    kind = "gzip" if opener is gzip.open else "bzip2"
+    try:
+        with opener(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+    except (OSError, EOFError, ValueError, zlib.error) as e:
+        return f"cannot be read: not a whole {kind} file ({type(e).__name__}: {str(e)[:200]})"
+    return None
+
+
+class FileChecks:
+    """:func:`compressed_file_problem`, remembering whole files by size and modification time in
+    ``<state>/unreadable/checked.json`` so each is decompressed once, not on every run. Without a
+    state folder (``state=None``) nothing is remembered.
+
+    >>> checks = FileChecks(None)
+    >>> checks.problem("landing/a.json") is None   # not compressed: nothing to check
+    True
+    """
+
+    def __init__(self, state: Path | None) -> None:
+        self._path = state / "unreadable" / "checked.json" if state else None
+        self._whole: dict[str, list[int]] = {}
+        if self._path is not None:
+            try:
+                self._whole = json.loads(self._path.read_text())
+            except (OSError, ValueError):
+                self._whole = {}
+        self._changed = False
+
+    @classmethod
+    def of_this_run(cls) -> "FileChecks":
+        """The checks of a local run (:data:`STATE_DIR_ENV`), else ones that remember nothing."""
+        state = os.environ.get(STATE_DIR_ENV)
+        return cls(Path(state) if state else None)
+
+    def problem(self, path: str) -> str | None:
+        if not path.lower().endswith((".gz", ".bz2")):
+            return None
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            return f"cannot be read: {e.strerror or e}"
+        stamp = [st.st_size, st.st_mtime_ns]
+        if self._whole.get(path) == stamp:
+            return None
+        problem = compressed_file_problem(path)
+        if problem is None:
+            self._whole[path] = stamp
+            self._changed = True
+        return problem
+
+    def save(self) -> None:
+        if self._path is not None and self._changed:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._path.with_name(f".{self._path.name}.tmp")
+            tmp.write_text(json.dumps(self._whole))
+            os.replace(tmp, self._path)
+            self._changed = False
+
+
+def check_landed_files(folder: str, glob: str | None, state: Path) -> Path:
+    """Check the compressed files Spark's file source would read in ``folder`` (its files that
+    match ``glob``, hidden and ``_`` ones skipped); return the folder of marker files, one JSON
+    line per file that cannot be read (:data:`UNREADABLE_FILE`). Plain Python, no Spark job.
+
+    A file is checked once (:class:`FileChecks`); a damaged one keeps its marker, so a full
+    refresh quarantines the file again."""
+    key = hashlib.sha256(f"{os.path.abspath(folder)}\u0001{glob or ''}".encode()).hexdigest()[:16]
+    markers = state / "unreadable" / key
+    markers.mkdir(parents=True, exist_ok=True)
+    checks = FileChecks(state)
+    patterns = _glob_patterns(glob)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        names = []  # Spark's own read says the folder is missing
+    for name in names:
+        path = os.path.join(folder, name)
+        if name.startswith(("_", ".")) or not any(fnmatchcase(name, p) for p in patterns) or not os.path.isfile(path):
+            continue
+        marker = markers / (hashlib.sha256(path.encode()).hexdigest()[:32] + ".json")
+        if marker.exists():
+            continue
+        problem = checks.problem(path)
+        if problem is None:
+            continue
+        reason = f"file {name} {problem}; what could be read before the damage was landed as usual"
+        # a leading newline: no landed line can hold one, so no record can pass for a marker
+        line = {"value": "\n" + json.dumps({UNREADABLE_FILE: reason}), "source_file": file_uri(path)}
+        tmp = markers / f".{marker.name}.tmp"  # hidden: Spark's file source skips it
+        tmp.write_text(json.dumps(line) + "\n")
+        os.replace(tmp, marker)  # whole or absent: the marker stream never reads half a line
+    checks.save()
+    return markers
+
+
+def is_unreadable_file(value: Column | None = None) -> Column:
+    """True for the bronze rows that stand for a landed file that could not be read to its end."""
+    v = F.col("value") if value is None else value
+    return F.coalesce(v.startswith('\n{"' + UNREADABLE_FILE + '"'), F.lit(False))
+
+
+def unreadable_file_rows(bronze: DataFrame, source_name: str, source_format: str) -> DataFrame:
+    """Quarantine rows (rule ``unreadable_file``) for the bronze rows of unreadable landed files."""
+    from sqlcdc import model
+
+    return bronze.where(is_unreadable_file()).select(
+        *model.quarantine_row(
+            source_name=source_name, source_format=source_format,
+            reason=F.get_json_object(F.expr("substr(value, 2)"), f"$.{UNREADABLE_FILE}"),
+            rules=F.array(F.lit("unreadable_file")),
+        )
+    )
 
 
 def bronze_columns(df: DataFrame) -> DataFrame:

@@ -159,18 +159,18 @@ import io
 import json
 import os
 import re
-import zlib
 from collections import defaultdict
 from typing import Iterable
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder
-from sqlcdc.formats.base import landed_files_reader, one_json_value, record_id
+from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, landed_files_reader, local_path, one_json_value, record_id
 from sqlcdc.values import ColumnSpec, commit_time, typed_struct
 
 NAME = "cdc_ct"
@@ -240,7 +240,9 @@ _EXTENSIONS = {
     "csv": (".csv", ".csv.gz"),
     "json": (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz"),
 }
-_BRONZE_DDL = "record_id string, value string, source_file string, ingest_time timestamp"
+#: the rows of unreadable files: bronze without record_id (a StructType, see BRONZE_SCHEMA: a DDL
+#: string here stopped every run that had an unreadable export, or an empty landing folder)
+_UNREADABLE_SCHEMA = StructType(BRONZE_SCHEMA.fields[1:])
 
 
 def _file_format(source: SourceConfig) -> str | None:
@@ -254,14 +256,6 @@ def _file_format(source: SourceConfig) -> str | None:
              f"{', '.join(_EXTENSIONS)}"]
         )
     return forced
-
-
-def _local_root(landing: str) -> str | None:
-    if landing.startswith("file://"):
-        return unquote(landing[len("file://"):])
-    if landing.startswith("file:"):
-        return unquote(landing[len("file:"):])
-    return None if "://" in landing else landing
 
 
 def landed_files(landing: str, forced: str | None = None, glob: str | None = None) -> dict[str, dict[str, list[str]]]:
@@ -354,11 +348,6 @@ def _spark_path(path: str) -> str:
     return _GLOB_CHARS.sub(r"\\\1", path)
 
 
-def _file_uri(path: str) -> str:
-    """``file:/...``, percent-encoded, as Spark's ``_metadata.file_path`` spells a local file."""
-    return "file:" + quote(os.path.abspath(path), safe="/!$&'()*+,;=@~")
-
-
 def _columns_problem(names: list[str], what: str) -> str | None:
     """Why a file's columns cannot be mapped to change-table columns (None: they can)."""
     missing = [c for c in REQUIRED_COLUMNS if c not in names]
@@ -414,21 +403,6 @@ def _csv_header(path: str, sep: str) -> tuple[list[str] | None, str | None, str,
     return names, problem and f"cannot be mapped to change-table columns: {problem}", text[:2000], blank
 
 
-def _gzip_problem(path: str) -> str | None:
-    """Why a ``.gz`` export cannot be read to its end, else None. Spark fails the whole read (the
-    run) on a truncated or corrupt gzip member, after the header was read fine, so the file is
-    decompressed once here, in full (a batch source re-reads every file each run anyway)."""
-    if not path.lower().endswith(".gz"):
-        return None
-    try:
-        with gzip.open(path, "rb") as fh:
-            while fh.read(1 << 20):
-                pass
-    except (OSError, EOFError, zlib.error) as e:
-        return f"cannot be read: not a whole gzip file ({type(e).__name__}: {str(e)[:200]})"
-    return None
-
-
 def _parquet_schema(path: str) -> tuple[tuple | None, str | None]:
     """``(schema key, problem)`` of a Parquet export, from its footer (pyarrow: no Spark job)."""
     import pyarrow.parquet as pq
@@ -469,8 +443,8 @@ def _unreadable_files(spark: SparkSession, found: list[tuple[str, str, str]]) ->
         except OSError:
             mtime = dt.datetime.now(tz=dt.timezone.utc)
         value = json.dumps({UNREADABLE: f"file {os.path.basename(path)} {problem}", RAW_TEXT: raw or None})
-        rows.append((value, _file_uri(path), mtime))
-    return spark.createDataFrame(rows, "value string, source_file string, ingest_time timestamp")
+        rows.append((value, file_uri(path), mtime))
+    return spark.createDataFrame(rows, _UNREADABLE_SCHEMA)
 
 
 def _regex_char(ch: str) -> str:
@@ -603,10 +577,11 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
     frames: list[DataFrame] = []
     unreadable: list[tuple[str, str, str]] = []
     sep = str(source.options.get("csv_delimiter", ","))
+    checks = FileChecks.of_this_run()  # a whole .gz is decompressed once, not on every run
     for fmt, groups in sorted(landed_files(root, forced, glob).items()):
         files = []
         for path in (p for _, ps in sorted(groups.items()) for p in ps):
-            problem = _gzip_problem(path)
+            problem = checks.problem(path)
             if problem:
                 unreadable.append((path, problem, ""))
             else:
@@ -632,6 +607,7 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
                 frames.append(_read_csv(spark, paths, list(key[0]), source, key[1]))
             else:
                 frames.append(_to_bronze(landed_files_reader(spark).parquet(*[_spark_path(p) for p in paths]), hint=True))
+    checks.save()
     if unreadable:
         frames.append(_unreadable_files(spark, unreadable))
     return frames
@@ -652,7 +628,7 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
     if not source.landing:
         raise ConfigError([f"{source.file}: sources.{source.name}.landing: required for a file source"])
     forced, glob = _file_format(source), source.options.get("glob")
-    root = _local_root(source.landing)
+    root = local_path(source.landing)
     frames: list[DataFrame] = []
     if root is None:
         if forced is None:
@@ -669,7 +645,7 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
             )
         frames = _read_local(spark, root, source, forced, glob)
     if not frames:
-        return spark.createDataFrame([], _BRONZE_DDL)
+        return spark.createDataFrame([], BRONZE_SCHEMA)
     out = frames[0]
     for f in frames[1:]:
         out = out.unionByName(f)

@@ -137,7 +137,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
-from sqlcdc.formats.base import read_text_lines, record_id
+from sqlcdc.formats.base import BRONZE_SCHEMA, read_text_lines, record_id
 from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, typed_struct
 
 NAME = "qlik"
@@ -960,7 +960,7 @@ def discover(spark: SparkSession, source: SourceConfig) -> DataFrame:
         except AnalysisException as e:  # PATH_NOT_FOUND: nothing landed yet
             log.info("qlik: no metadata under %s yet (%s)", p, e.getCondition() if hasattr(e, "getCondition") else e)
     if not frames:
-        empty = spark.createDataFrame([], "record_id string, value string, source_file string, ingest_time timestamp")
+        empty = spark.createDataFrame([], BRONZE_SCHEMA)
         return metadata_versions(_metadata_parsed(empty))
     bronze = frames[0]
     for f in frames[1:]:
