@@ -186,14 +186,23 @@ def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
 
     @dp.append_flow(target=source.quarantine_table, name=f"unrouted_{source.name}")
     def unrouted() -> DataFrame:
-        return decoder.unrouted(bronze(), source, tables).unionByName(
-            unreadable_file_rows(stored(), source.name, decoder.name))
+        out = decoder.unrouted(bronze(), source, tables)
+        if _holds_unreadable_files(source):  # else a second scan of bronze for rows that cannot be there
+            out = out.unionByName(unreadable_file_rows(stored(), source.name, decoder.name))
+        return out
 
     if envelope:
 
         @dp.append_flow(target=source.quarantine_table, name=f"envelope_{source.name}")
         def invalid_envelopes() -> DataFrame:
             return expectations.invalid_envelopes(landed(), decoder, envelope, source)
+
+
+def _holds_unreadable_files(source: SourceConfig) -> bool:
+    """Whether the source's bronze can hold rows for landed files that could not be read
+    (:func:`sqlcdc.formats.base.read_text_lines`): streaming reads of landing folders. Kafka
+    sources land no files; change-table exports quarantine their own (:mod:`sqlcdc.formats.cdc_ct`)."""
+    return not kafka.is_kafka_source(source) and formats.get(source.format).bronze_streaming
 
 
 def _checked(decoder, table: TableConfig, cols, bronze) -> DataFrame:
@@ -278,7 +287,8 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     )
     def quarantine() -> DataFrame:
         out = decoder.unrouted(bronze(), source, tables)  # a waiting table's records are its own
-        out = out.unionByName(unreadable_file_rows(stored(), source.name, decoder.name))
+        if _holds_unreadable_files(source):
+            out = out.unionByName(unreadable_file_rows(stored(), source.name, decoder.name))
         if envelope:
             out = out.union(expectations.invalid_envelopes(landed(), decoder, envelope, source))
         for table, why in waits:

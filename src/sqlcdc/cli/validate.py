@@ -111,8 +111,7 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
             spark = _spark()
         problems += expression_problems(cfg, spark)
     if cfg is not None:
-        problems += key_discovery_problems(cfg, spark if check_sql else None, start_spark=check_sql,
-                                           notes=notes if notes is not None else [])
+        problems += key_discovery_problems(cfg, spark if check_sql else None, start_spark=check_sql, notes=notes)
     if bundle is not None:
         from sqlcdc.bundle import bundle_problems
 

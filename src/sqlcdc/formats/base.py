@@ -211,10 +211,9 @@ def check_landed_files(folder: str, glob: str | None, state: Path) -> Path:
     return markers
 
 
-def is_unreadable_file(value: Column | None = None) -> Column:
+def is_unreadable_file() -> Column:
     """True for the bronze rows that stand for a landed file that could not be read to its end."""
-    v = F.col("value") if value is None else value
-    return F.coalesce(v.startswith('\n{"' + UNREADABLE_FILE + '"'), F.lit(False))
+    return F.coalesce(F.col("value").startswith('\n{"' + UNREADABLE_FILE + '"'), F.lit(False))
 
 
 def unreadable_file_rows(bronze: DataFrame, source_name: str, source_format: str) -> DataFrame:
