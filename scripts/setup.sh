@@ -22,22 +22,10 @@ if [ "$need_pip" = 1 ]; then
   "$VENV/bin/pip" install -q -e ".[dev]"
 fi
 
-# JVM artifacts: cached in .jars/ (git-ignored), then placed on the venv Spark's classpath.
-SPARK_JARS=$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
-mkdir -p .jars
-grep -v '^\s*#' build/jars.txt | grep -v '^\s*$' | while read -r coord; do
-  IFS=: read -r group artifact version <<<"$coord"
-  jar="$artifact-$version.jar"
-  if [ ! -f ".jars/$jar" ]; then
-    echo "setup: fetching $coord from Maven Central"
-    mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-      -Dartifact="$coord" -DoutputDirectory="$ROOT/.jars" -Dmdep.overWriteReleases=false >/dev/null \
-      || { echo "setup: could not fetch $coord with Maven (is Maven Central reachable?)" >&2; exit 1; }
-  fi
-  if [ ! -f "$SPARK_JARS/$jar" ]; then
-    cp ".jars/$jar" "$SPARK_JARS/"
-  fi
-done
+# JVM artifacts (src/sqlcdc/jars.txt) onto the venv Spark's classpath: the same `sqlcdc setup` an
+# installed wheel uses, with .jars/ (git-ignored) as its cache.
+"$VENV/bin/sqlcdc" setup --quiet --cache "$ROOT/.jars" \
+  || { echo "setup: could not fetch the Spark JARs (is Maven Central reachable?)" >&2; exit 1; }
 # The Kafka broker the tests start (its own JVM; build/kafka-broker.pom.xml): once, into .jars/kafka-broker/.
 if [ ! -f .jars/kafka-broker/.complete ]; then
   echo "setup: fetching the Kafka test broker (kafka_2.13 + runtime closure) from Maven Central"

@@ -99,9 +99,8 @@ def test_bundle_problems_join_the_same_report(monkeypatch, tmp_path):
     problems = v.validate(tmp_path / "config" / "pipeline.yml", bundle=v.find_bundle(tmp_path / "config" / "pipeline.yml"))
     res = tmp_path / "resources" / "sqlcdc.pipeline.yml"
     assert problems[0] == f"{tmp_path / 'config' / 'tables' / 'a.yml'}:2: keys: expected a list, got a string ('id')"
-    assert f"{res}:19: resources.pipelines.sqlcdc.libraries[0].file.path: no such file ../pipelines/bronze.py " \
-           f"({tmp_path / 'pipelines' / 'bronze.py'})" in problems
-    assert f"{res}:13: resources.pipelines.sqlcdc.root_path: no such folder ../src ({tmp_path / 'src'})" in problems
+    assert f"{res}:18: resources.pipelines.sqlcdc.libraries[0].file.path: no such file " \
+           f"../src/sqlcdc/pipelines/bronze.py ({tmp_path / 'src' / 'sqlcdc' / 'pipelines' / 'bronze.py'})" in problems
 
 
 def test_missing_config_file_exit_code_2(capsys, tmp_path):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sqlcdc.config import SCHEMAS_DIR, ConfigError, load_pipeline
+from sqlcdc.assets import SCHEMAS_DIR
+from sqlcdc.config import ConfigError, load_pipeline
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "config"
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from sqlcdc import formats
-from sqlcdc.config import SCHEMAS_DIR
+from sqlcdc.assets import SCHEMAS_DIR
 from sqlcdc.formats import Decoder, UnknownFormat
 
 

@@ -8,7 +8,8 @@ without a workspace: what ``databricks bundle validate`` would refuse, and a few
   types are refused), when it is installed;
 - every path the bundle names exists: included files, pipeline libraries and ``root_path``, job
   notebooks/scripts, dashboard files, and the ``sqlcdc.config`` the pipeline is configured with;
-  every ``pipelines/*.py`` definition file is a library of the pipeline;
+  every definition file beside the pipeline's libraries is one of them; a local wheel the pipeline
+  installs exists or a ``whl`` artifact builds it;
 - ``${var.x}`` names a declared variable, ``${resources.<kind>.<name>...}`` a declared resource;
 - a dashboard file is Lakeview JSON with pages, and its widgets name datasets it defines.
 
@@ -94,7 +95,25 @@ BUNDLE_SCHEMA: dict[str, Any] = {
             },
         },
         "workspace": {"type": "object"},
-        "artifacts": {"type": "object"},
+        "artifacts": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "type": {"enum": ["whl", "jar"]},
+                    "path": {"type": "string"},
+                    "build": {"type": "string"},
+                    "executable": {"enum": ["bash", "sh", "cmd"]},
+                    "dynamic_version": {"type": "boolean"},
+                    "files": {
+                        "type": "array",
+                        "items": {"type": "object", "additionalProperties": False, "required": ["source"],
+                                  "properties": {"source": {"type": "string"}}},
+                    },
+                },
+            },
+        },
         "permissions": {"type": "array"},
         "run_as": {"type": "object"},
         "presets": {"type": "object"},
@@ -178,9 +197,15 @@ def bundle_problems(bundle: str | Path) -> list[str]:
                     problems.append(f"{doc.at((k,))}: not allowed in an included file")
                 docs.append(doc)
 
+    artifacts = dict(top.data.get("artifacts") or {})
+    for aname, spec in artifacts.items():
+        if isinstance(spec, dict) and not spec.get("build") and not spec.get("files"):
+            problems.append(f"{top.at(('artifacts', aname))}: needs build (a command that writes the artifact) "
+                            "or files (prebuilt ones)")
     variables = dict(top.data.get("variables") or {})
     for doc in docs[1:]:
         variables.update(doc.data.get("variables") or {})
+        artifacts.update(doc.data.get("artifacts") or {})
     resources: dict[tuple[str, str], tuple[_Doc, dict]] = {}
     for doc in docs:
         for kind, items in (doc.data.get("resources") or {}).items():
@@ -202,7 +227,7 @@ def bundle_problems(bundle: str | Path) -> list[str]:
     problems += _reference_problems(docs, variables, resources)
     for (kind, name), (doc, body) in resources.items():
         problems += _typed_problems(kind, name, doc, body)
-        problems += _path_problems(kind, name, doc, body, root, variables)
+        problems += _path_problems(kind, name, doc, body, root, variables, artifacts)
     return problems
 
 
@@ -274,7 +299,19 @@ def _resolve_vars(value: str, variables: dict) -> str:
     return _REF.sub(sub, value)
 
 
-def _path_problems(kind: str, name: str, doc: _Doc, body: dict, root: Path, variables: dict) -> list[str]:
+def _built_by_artifact(wanted: Path, artifacts: dict, root: Path) -> bool:
+    """True when a ``whl`` artifact with a ``build`` command writes into ``wanted``'s folder
+    (the CLI collects ``<artifact path>/dist/*.whl`` after the build)."""
+    for spec in artifacts.values():
+        if isinstance(spec, dict) and spec.get("build") and spec.get("type", "whl") == "whl":
+            if wanted.parent == (root / str(spec.get("path") or ".") / "dist").resolve():
+                return True
+    return False
+
+
+def _path_problems(
+    kind: str, name: str, doc: _Doc, body: dict, root: Path, variables: dict, artifacts: dict,
+) -> list[str]:
     out: list[str] = []
     base = doc.path.parent
     here = ("resources", kind, name)
@@ -311,12 +348,19 @@ def _path_problems(kind: str, name: str, doc: _Doc, body: dict, root: Path, vari
                 rel = _resolve_vars(value[len("${workspace.file_path}/"):], variables)
                 if "${" not in rel and not (root / rel).is_file():
                     out.append(f"{doc.at(here + ('configuration', key))}: no such file {rel} in the bundle ({root / rel})")
-        # Every SDP definition file in pipelines/ belongs to the pipeline: a forgotten one is a missing layer.
-        defs = root / "pipelines"
-        if named and defs.is_dir() and any(p.parent == defs.resolve() for p in named):
+        # Every definition file beside the pipeline's own belongs to it: a forgotten one is a missing layer.
+        for defs in sorted({p.parent for p in named}):
             for f in sorted(defs.glob("*.py")):
                 if f.name != "__init__.py" and not f.name.startswith("_") and f.resolve() not in named:
-                    out.append(f"{doc.at(here + ('libraries',))}: pipelines/{f.name} is not a library of this pipeline")
+                    shown = f.relative_to(root) if f.is_relative_to(root) else f
+                    out.append(f"{doc.at(here + ('libraries',))}: {shown} is not a library of this pipeline")
+        # A local wheel it installs exists, or an artifact of the bundle builds it.
+        for i, dep in enumerate((body.get("environment") or {}).get("dependencies") or []):
+            if isinstance(dep, str) and dep.startswith(("./", "../")) and dep.endswith(".whl"):
+                wanted = (base / dep).resolve()
+                if not (_glob.glob(str(wanted)) or _built_by_artifact(wanted, artifacts, root)):
+                    out.append(f"{doc.at(here + ('environment', 'dependencies', i))}: {dep} matches no wheel, and "
+                               f"no artifact of the bundle builds one there")
     elif kind == "jobs":
         for i, task in enumerate(body.get("tasks") or []):
             task = task or {}

@@ -33,9 +33,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from referencing import Registry, Resource
 
+from sqlcdc.assets import SCHEMAS_DIR
 from sqlcdc.names import unstorable
 
-SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
 
 
 class ConfigError(Exception):
@@ -679,7 +679,7 @@ def reference_markdown() -> str:
     for schema_file in ("pipeline-config.schema.json", "table-config.schema.json", "expectations.schema.json"):
         doc = json.loads((SCHEMAS_DIR / schema_file).read_text())
         intro = " ".join(doc["description"].split()).replace("<", "&lt;")
-        parts.append(f"### {doc['title']} (`schemas/{schema_file}`)\n\n{intro}\n")
+        parts.append(f"### {doc['title']} (`src/sqlcdc/schemas/{schema_file}`)\n\n{intro}\n")
         rows: list[tuple[str, str, str, str]] = []
         if "oneOf" in doc:  # the expectations file: document the rule shape
             _rows({"properties": {"expectations": doc["oneOf"][1]["properties"]["expectations"]}}, doc, "", rows)

@@ -58,7 +58,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sqlcdc import model
-from sqlcdc.config import SCHEMAS_DIR, SourceConfig, TableConfig
+from sqlcdc.assets import SCHEMAS_DIR
+from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.values import ColumnSpec
 
 if TYPE_CHECKING:

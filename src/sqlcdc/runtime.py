@@ -1,7 +1,8 @@
 """Spark sessions for the local runtime, and the settings a local pipeline run needs.
 
-Locally sqlcdc runs on Apache Spark + Delta Lake. The Delta JARs are placed on the venv's Spark
-classpath by ``scripts/setup.sh``; this module only sets the session options. The same options are
+Locally sqlcdc runs on Apache Spark + Delta Lake. The JVM artifacts it needs (Delta, Avro, Kafka;
+``sqlcdc/jars.txt``) are placed on the installed pyspark's classpath by :func:`fetch_jars`
+(``sqlcdc setup``; ``sqlcdc run`` calls it when one is missing). The same options are
 written to a ``spark-defaults.conf`` for ``spark-pipelines run``, because that launcher drops many
 ``--conf`` arguments before they reach the Spark Connect server (seen with pyspark 4.2.0).
 
@@ -13,11 +14,15 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from pyspark.sql import SparkSession
+
+from sqlcdc.assets import JARS_FILE
 
 DELTA_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -109,3 +114,105 @@ logger.datanucleus.level = error
 logger.connect.name = org.apache.spark.sql.connect
 logger.connect.level = error
 """
+
+
+# --- The JVM artifacts a local Spark needs --------------------------------------------------------
+
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+
+
+@dataclass(frozen=True)
+class Jar:
+    """One Maven artifact of ``sqlcdc/jars.txt``: ``group:artifact:version``."""
+
+    group: str
+    artifact: str
+    version: str
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.artifact}-{self.version}.jar"
+
+    @property
+    def url(self) -> str:
+        return f"{MAVEN_CENTRAL}/{self.group.replace('.', '/')}/{self.artifact}/{self.version}/{self.file_name}"
+
+
+class JarFetchError(Exception):
+    """A JAR could not be fetched or did not match its published checksum (message names it)."""
+
+
+def required_jars() -> list[Jar]:
+    """The artifacts listed in the package's ``jars.txt`` (comments and blank lines skipped)."""
+    out = []
+    for line in JARS_FILE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            group, artifact, version = line.split(":")
+            out.append(Jar(group, artifact, version))
+    return out
+
+
+def spark_jars_dir() -> Path:
+    """The ``jars/`` folder of the installed pyspark: what every local Spark puts on its classpath."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def missing_jars(folder: Path | None = None) -> list[Jar]:
+    """The required artifacts not in ``folder`` (default: :func:`spark_jars_dir`)."""
+    folder = folder or spark_jars_dir()
+    return [j for j in required_jars() if not (folder / j.file_name).is_file()]
+
+
+def fetch_jars(
+    *,
+    folder: Path | None = None,
+    cache: Path | None = None,
+    echo: Callable[[str], None] = lambda line: None,
+    opener: Callable[[str], bytes] | None = None,
+) -> list[Jar]:
+    """Place every missing required JAR into ``folder`` (default: pyspark's ``jars/``); return them.
+
+    Each comes from ``cache`` when it holds it, else from Maven Central, and is checked against the
+    ``.sha1`` Maven Central publishes beside it before it is written (then kept in ``cache`` too).
+    Raises :class:`JarFetchError` naming the artifact and its URL when one cannot be fetched.
+    """
+    folder = folder or spark_jars_dir()
+    opener = opener or _download
+    placed = []
+    for jar in missing_jars(folder):
+        cached = cache / jar.file_name if cache else None
+        if cached is not None and cached.is_file():
+            data = cached.read_bytes()
+        else:
+            echo(f"fetching {jar.group}:{jar.artifact}:{jar.version} from Maven Central")
+            try:
+                data = opener(jar.url)
+                published = opener(jar.url + ".sha1").decode("ascii", "replace").split()[0].lower()
+            except (OSError, IndexError) as e:
+                raise JarFetchError(f"cannot fetch {jar.url}: {e}") from e
+            got = hashlib.sha1(data).hexdigest()
+            if got != published:
+                raise JarFetchError(f"{jar.url}: SHA-1 {got} does not match the published {published}")
+            if cache is not None:
+                cache.mkdir(parents=True, exist_ok=True)
+                _write_atomically(cache / jar.file_name, data)
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_atomically(folder / jar.file_name, data)
+        placed.append(jar)
+    return placed
+
+
+def _download(url: str) -> bytes:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 (a fixed https URL)
+        return response.read()
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.part")
+    tmp.write_bytes(data)
+    tmp.replace(path)  # a JAR cut short by an interrupted fetch would break every later Spark start

@@ -14,6 +14,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import types
 
 from sqlcdc import __version__
 
@@ -22,9 +23,32 @@ def _commands():
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
+        try:
+            module = importlib.import_module(f"{__name__}.{info.name}")
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in _ENGINE:
+                raise
+            yield _needs_engine(info.name, e.name)
+            continue
         if hasattr(module, "NAME") and hasattr(module, "main"):
             yield module
+
+
+#: Packages of the `local` extra (pyspark, delta-spark): absent where only `pip install sqlcdc` ran.
+_ENGINE = {"pyspark", "delta", "pandas", "pyarrow"}
+
+
+def _needs_engine(name: str, missing: str):
+    """A stand-in command for one that needs Spark where it is not installed: it says how to get it."""
+
+    def main(args) -> int:
+        print(f"sqlcdc {name}: needs Spark ({missing} is not installed): pip install 'sqlcdc[local]'",
+              file=sys.stderr)
+        return 2
+
+    return types.SimpleNamespace(NAME=name, HELP=f"(needs Spark: pip install 'sqlcdc[local]')",
+                                 add_arguments=lambda p: p.add_argument("rest", nargs=argparse.REMAINDER),
+                                 main=main)
 
 
 def build_parser() -> argparse.ArgumentParser:

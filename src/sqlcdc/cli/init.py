@@ -1,4 +1,11 @@
-"""``sqlcdc init``: scaffold a table config (``<tables_dir>/<name>.yml``) from flags, or by asking.
+"""``sqlcdc init``: scaffold a project of your own, or a table config in an existing one.
+
+A new project (:mod:`sqlcdc.scaffold`: pipeline config, one table, landing folder, Databricks bundle
+with the sqlcdc wheel as an artifact)::
+
+    sqlcdc init my_cdc --format debezium --source erp --table dbo.customers --keys id
+
+A table config (``<tables_dir>/<name>.yml``) in the pipeline of ``--config``, from flags or by asking.
 
 From flags (scripts, CI)::
 
@@ -23,7 +30,7 @@ import yaml
 from sqlcdc.config import schema_problems
 
 NAME = "init"
-HELP = "Scaffold a new table config (config/tables/<name>.yml) from flags or interactively; never overwrites."
+HELP = "Scaffold a project (sqlcdc init DIR) or a table config (config/tables/<name>.yml); never overwrites."
 
 _HINTS = """\
 # More options (docs/config.md):
@@ -42,6 +49,9 @@ _HINTS = """\
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("project", nargs="?", type=Path,
+                        help="a new project folder to scaffold (config, landing folder, Databricks bundle, the wheel)")
+    parser.add_argument("--format", default="debezium", help="with PROJECT: the producer (default: %(default)s)")
     parser.add_argument("--config", default="config/pipeline.yml", help="pipeline config (default: %(default)s)")
     parser.add_argument("--source", help="source name from the pipeline config")
     parser.add_argument("--table", help="source table, schema.table (or table: default schema)")
@@ -52,6 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, ask: Callable[[str], str] | None = None) -> int:
+    if args.project is not None:
+        return _project(args)
     config = Path(args.config)
     try:
         pipeline = yaml.safe_load(config.read_text()) or {}
@@ -111,4 +123,32 @@ def main(args: argparse.Namespace, ask: Callable[[str], str] | None = None) -> i
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
     out.write_text(body + _HINTS.format(name=name))
     print(out)
+    return 0
+
+
+def _project(args: argparse.Namespace) -> int:
+    from sqlcdc.scaffold import Project, ScaffoldError, write_project
+
+    fields: dict = {"folder": args.project, "format": args.format}
+    if args.source:
+        fields["source"] = args.source
+    if args.table:
+        fields["table"] = args.table
+    if args.keys:
+        fields["keys"] = tuple(k.strip() for k in args.keys.split(",") if k.strip())
+    if args.scd:
+        try:
+            fields["scd_types"] = tuple(sorted({int(x) for x in args.scd.split(",") if x.strip()}))
+        except ValueError:
+            print(f"--scd: expected 1, 2 or 1,2, got {args.scd!r}", file=sys.stderr)
+            return 2
+    try:
+        written = write_project(Project(**fields), echo=lambda line: print(f"sqlcdc init: {line}", flush=True))
+    except ScaffoldError as e:
+        print(f"sqlcdc init: {e}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(path)
+    print(f"sqlcdc init: next: land change files in {args.project / 'landing'}, then "
+          f"`sqlcdc run --config {args.project / 'config' / 'pipeline.yml'}`")
     return 0

@@ -67,9 +67,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"{config}: no such file (give --config PATH)", file=sys.stderr)
         return 2
     notes: list[str] = []
+    bundle = None if args.no_bundle else (Path(args.bundle) if args.bundle else find_bundle(config))
     problems = validate(
         config,
-        bundle=None if args.no_bundle else (Path(args.bundle) if args.bundle else find_bundle(config)),
+        bundle=bundle,
         check_sql=not args.no_sql,
         notes=notes,
     )
@@ -80,8 +81,23 @@ def main(args: argparse.Namespace) -> int:
     if problems:
         print(f"{len(problems)} problem(s); nothing was run", file=sys.stderr)
         return 1
-    print(f"{config}: OK", file=sys.stderr)
+    print(f"{config}: OK ({checked(config, bundle=bundle, check_sql=not args.no_sql)})", file=sys.stderr)
     return 0
+
+
+def checked(config: Path, *, bundle: Path | None, check_sql: bool) -> str:
+    """What a clean validation covered, in words: sources, tables, SQL parsed, the bundle."""
+    cfg = load_pipeline(config)
+    rules = sum(len(t.expectations) + (1 if t.sequence_by else 0) for t in cfg.tables)
+    parts = [f"{len(cfg.sources)} source(s)", f"{len(cfg.tables)} table(s)",
+             f"{rules} SQL expression(s) parsed" if check_sql else "SQL not parsed (--no-sql)"]
+    if bundle is not None:
+        from sqlcdc.bundle import bundle_files
+
+        parts.append(f"bundle {bundle} and {len(bundle_files(bundle)) - 1} included file(s)")
+    else:
+        parts.append("no bundle")
+    return "checked " + ", ".join(parts)
 
 
 def find_bundle(config: Path) -> Path | None:

@@ -32,7 +32,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from sqlcdc.config import SCHEMAS_DIR, validator
+from sqlcdc.assets import SCHEMAS_DIR
+from sqlcdc.config import validator
 
 COMPILED = frozenset({"type", "required", "properties", "enum", "pattern", "minLength", "minimum", "items", "anyOf"})
 ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "default", "examples", "$comment", "format"})
