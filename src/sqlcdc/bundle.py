@@ -163,6 +163,33 @@ def bundle_files(bundle: str | Path) -> list[Path]:
     return out
 
 
+def deployed_config(bundle: str | Path) -> Path | None:
+    """The pipeline config the bundle deploys: its ``config_path`` variable's default, resolved
+    from the bundle root (None when it declares none)."""
+    bundle = Path(bundle)
+    try:
+        data = yaml.safe_load(bundle.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    default = ((data.get("variables") or {}).get("config_path") or {}).get("default")
+    return (bundle.parent / default).resolve() if isinstance(default, str) and "${" not in default else None
+
+
+def dashboard_files(bundle: str | Path) -> list[Path]:
+    """The ``.lvdash.json`` files the bundle's dashboard resources name (those that exist)."""
+    out = []
+    for f in bundle_files(bundle)[1:]:
+        try:
+            data = yaml.safe_load(f.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue  # bundle_problems reports it
+        for body in ((data.get("resources") or {}).get("dashboards") or {}).values():
+            rel = (body or {}).get("file_path")
+            if isinstance(rel, str) and "${" not in rel and (f.parent / rel).is_file():
+                out.append((f.parent / rel).resolve())
+    return out
+
+
 def bundle_problems(bundle: str | Path) -> list[str]:
     """Every problem of the bundle rooted at ``bundle`` (a ``databricks.yml``)."""
     bundle = Path(bundle)

@@ -7,7 +7,8 @@ Checks, in order:
 2. the SQL of every expectation and ``sequence_by``: parsed with Spark's own parser (nothing runs)
    and, where the table config gives ``columns:``, resolved against an empty frame shaped like the
    table's silver rows, so an unknown column or a non-boolean rule is reported too;
-3. the Databricks bundle (``databricks.yml`` and what it includes): every path it names exists;
+3. the Databricks bundle (``databricks.yml`` and what it includes): every path it names exists,
+   and its DQ dashboard reads the quarantine of every source (``sqlcdc export lakeview``);
 4. CES tables without ``keys:``: a run takes the keys from the landed events' ``pkkey`` when the
    pipeline is defined, so they are looked up here the same way (a batch read of the landing
    folder); no usable event, or a Kafka/Event Hubs source (whose topic validate does not read),
@@ -129,9 +130,14 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
     if cfg is not None:
         problems += key_discovery_problems(cfg, spark if check_sql else None, start_spark=check_sql, notes=notes)
     if bundle is not None:
-        from sqlcdc.bundle import bundle_problems
+        from sqlcdc.bundle import bundle_problems, dashboard_files, deployed_config
+        from sqlcdc.lakeview import stale_problems
 
         problems += bundle_problems(bundle)
+        # the DQ dashboard shows every source's quarantine of the config the bundle deploys
+        if cfg is not None and deployed_config(bundle) == Path(config).resolve():
+            for dash in dashboard_files(bundle):
+                problems += stale_problems(dash, cfg)
     return problems
 
 
