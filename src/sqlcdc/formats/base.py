@@ -19,20 +19,11 @@ from pyspark.sql.readwriter import DataFrameReader
 from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
-#: Hadoop options for every read of landed files. Hadoop's default local file system checks a
-#: ``.<name>.crc`` beside each file it opens, and builds that name as a Path -- which fails for a
-#: file whose name holds ``:`` (``a:b.json`` parses as scheme ``a``), stopping the whole read with
-#: FAILED_READ_FILE. Landed files never carry Hadoop checksums, so they are read with the raw
-#: local file system (uncached, or the session's cached checksum one is handed back). They only
-#: apply to ``file:`` paths; remote landings (``abfss://``, ``s3://``) are untouched.
-LANDED_FILE_OPTIONS = {
-    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-    "fs.file.impl.disable.cache": "true",
-}
-
+from sqlcdc.transport.files import LANDED_FILE_OPTIONS, file_read, open_files
 
 def landed_files_reader(spark: SparkSession, *, streaming: bool = False) -> DataFrameReader | DataStreamReader:
-    """``spark.read`` (or ``readStream``) set up for landed files (see :data:`LANDED_FILE_OPTIONS`)."""
+    """``spark.read`` (or ``readStream``) set up for landed local files (see
+    :data:`sqlcdc.transport.files.LANDED_FILE_OPTIONS`): change-table exports, read file by file."""
     return (spark.readStream if streaming else spark.read).options(**LANDED_FILE_OPTIONS)
 
 
@@ -65,14 +56,10 @@ def read_text_lines(spark: SparkSession, landing: str, *, streaming: bool = True
     keeps what it could read of it (``ignoreCorruptFiles``), and the streaming read adds one bronze
     row for the file (:data:`UNREADABLE_FILE`, with the reason) that the pipeline quarantines.
     """
-    reader = landed_files_reader(spark, streaming=streaming).format("text")
-    if glob:
-        reader = reader.option("pathGlobFilter", glob)
     state = os.environ.get(STATE_DIR_ENV)
     root = local_path(landing)
-    if state and root is not None:
-        reader = reader.option("ignoreCorruptFiles", "true")
-    raw = reader.load(landing)
+    raw = open_files(spark, file_read(landing, file_format="text", streaming=streaming, glob=glob,
+                                      ignore_corrupt=bool(state and root is not None)))
     rows = bronze_columns(raw.select("value", F.col("_metadata.file_path").alias("source_file")))
     if not (streaming and state and root is not None):
         return rows

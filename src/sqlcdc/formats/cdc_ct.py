@@ -50,7 +50,7 @@ rest of the source lands:
 
 - a file that does not open, a ``.gz`` that is not gzip or is cut short (checked to its end in
   Python: Spark would fail the whole read), a file that is not Parquet (names are
-  read literally: ``[1]`` is not a glob, ``:`` is read through :data:`~sqlcdc.formats.base.LANDED_FILE_OPTIONS`);
+  read literally: ``[1]`` is not a glob, ``:`` is read through :data:`~sqlcdc.transport.files.LANDED_FILE_OPTIONS`);
 - a header or schema that cannot be mapped to change-table columns: no ``__$start_lsn``,
   ``__$seqval`` or ``__$operation`` (e.g. an export without a header line), a ``__$`` name that is
   not a change-table column, an empty or repeated name, a ``__sqlcdc`` name, a Parquet type Spark

@@ -98,7 +98,8 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
-from sqlcdc.formats.base import bronze_columns, landed_files_reader, read_text_lines
+from sqlcdc.formats.base import bronze_columns, read_text_lines
+from sqlcdc.transport.files import file_read, open_files
 from sqlcdc.values import ColumnSpec, commit_time, typed_struct, typed_value, value_error
 
 NAME = "ces"
@@ -286,8 +287,7 @@ def read_avro(spark: SparkSession, landing: str, *, streaming: bool = True, glob
 
     ``data`` (Avro ``bytes``) becomes a UTF-8 string, so the text equals the JSON serialization.
     """
-    reader = landed_files_reader(spark, streaming=streaming).format("avro").schema(AVRO_SCHEMA)
-    raw = reader.option("pathGlobFilter", glob).load(landing)
+    raw = open_files(spark, file_read(landing, file_format="avro", streaming=streaming, glob=glob, schema=AVRO_SCHEMA))
     fields = [F.col(f.name) for f in AVRO_SCHEMA.fields if f.name != "data"]
     value = F.to_json(F.struct(*fields, F.col("data").cast("string").alias("data")))
     return bronze_columns(raw.select(value.alias("value"), F.col("_metadata.file_path").alias("source_file")))
