@@ -83,6 +83,7 @@ def test_no_sql_flag_reports_the_rest_without_spark(monkeypatch, capsys):
 def test_minimal_config_validates_without_spark(monkeypatch, tmp_path, capsys):
     _no_spark(monkeypatch)
     (tmp_path / "tables").mkdir()
+    (tmp_path / "in").mkdir()
     (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: debezium\n    landing: in\n")
     (tmp_path / "tables" / "a.yml").write_text("source: s\ntable: dbo.a\nkeys: [id]\n")
     assert cli_main(["validate", "--config", str(tmp_path / "pipeline.yml")]) == 0
@@ -130,6 +131,7 @@ def test_rule_columns_are_typed_as_the_producer_reads_them(spark, tmp_path, sql_
     """A CES column is a SQL Server type: `bit` is a boolean in silver, so `active` alone is a valid
     rule; as `datetime2` (a timestamp) the same rule is refused (the decoder's mapping, not a copy)."""
     (tmp_path / "tables").mkdir()
+    (tmp_path / "in").mkdir()
     (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: ces\n    landing: in\n")
     (tmp_path / "tables" / "t.yml").write_text(
         "table: dbo.t\nkeys: [id]\ncolumns:\n  - {name: id, type: int}\n"
@@ -141,3 +143,24 @@ def test_rule_columns_are_typed_as_the_producer_reads_them(spark, tmp_path, sql_
         assert problems == []
     else:
         assert len(problems) == 1 and "expectations[r]" in problems[0]
+
+
+def test_a_landing_folder_that_does_not_exist_is_a_problem(monkeypatch, tmp_path, capsys):
+    _no_spark(monkeypatch)
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "here").mkdir()
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "pipeline.yml").write_text(
+        "name: p\nsources:\n"
+        "  a:\n    format: debezium\n    landing: missing\n"
+        "  b:\n    format: qlik\n    landing: here\n    options: {metadata_landing: meta}\n"
+        "  c:\n    format: debezium\n    landing: afile\n"
+        "  d:\n    format: debezium\n    landing: abfss://c@acct.dfs.core.windows.net/cdc\n"
+        "  e:\n    format: debezium\n    landing: here\n")
+    assert cli_main(["validate", "--no-bundle", "--config", str(tmp_path / "pipeline.yml")]) == 1
+    p = tmp_path / "pipeline.yml"
+    assert capsys.readouterr().out.splitlines() == [
+        f"{p}:5: sources.a.landing: no such folder {tmp_path / 'missing'}",
+        f"{p}:9: sources.b.options.metadata_landing: no such folder {tmp_path / 'meta'}",
+        f"{p}:12: sources.c.landing: a file, not a folder: {tmp_path / 'afile'}",
+    ]

@@ -205,10 +205,12 @@ def test_sources_one_location_a_topic_and_no_literal_secrets(tmp_path):
         "        maxOffsetsPerTrigger: 1000\n"
         "  ok:\n"
         "    format: ces\n"
-        "    landing: y\n"
-        "    options:\n"
-        "      sas_token: '{{secrets/shop/sas}}'\n"
-        "      password: ${SHOP_PASSWORD}\n"
+        "    kafka:\n"
+        "      bootstrap_servers: b:9092\n"
+        "      topic: t\n"
+        "      options:\n"
+        "        sas_token: '{{secrets/shop/sas}}'\n"
+        "        password: ${SHOP_PASSWORD}\n"
     )})
     assert _problems(path) == [
         f"{path}:6: sources.both: give one location (landing, kafka or event_hubs), not landing and kafka",
@@ -385,4 +387,45 @@ def test_keys_required_where_the_producer_does_not_carry_them(tmp_path):
         f"{t / 'b.yml'}:1: keys: required for a cdc_ct source (change tables do not mark the primary key)",
         f"{t / 'b.yml'}:1: columns: required for a cdc_ct source (name, type, lob in change-table order: "
         "change-table exports carry no types)",
+    ]
+
+
+def test_producer_options_are_checked_against_what_the_decoder_declares(tmp_path):
+    path = _write(tmp_path, {
+        "pipeline.yml": (
+            "name: shop\nsources:\n"
+            "  sales:\n    format: ces\n    landing: a\n    options:\n"
+            "      serialisation: json\n"             # a typo: CES knows `serialization`
+            "      segment_index_base: 2\n"
+            "  erp:\n    format: cdc_ct\n    landing: b\n    options: {binary_text: hex, csv_delimiter: 1}\n"
+            "  inv:\n    format: debezium\n    landing: c\n    options: {glob: '*.json'}\n"
+        ),
+        "tables/orders.yml": (
+            "source: erp\ntable: dbo.orders\nkeys: [id]\ncolumns: [{name: id, type: int}]\n"
+            "options:\n  capture_instance: dbo_orders_v2\n  column_ordinals: {id: first}\n"
+        ),
+    })
+    t = tmp_path / "tables" / "orders.yml"
+    assert _problems(path) == [
+        f"{path}:7: sources.sales.options.serialisation: unknown field (did you mean 'serialization'?)",
+        f"{path}:8: sources.sales.options.segment_index_base: 2 is not one of 0, 1",
+        f"{path}:12: sources.erp.options.csv_delimiter: expected a string, got a number (1)",
+        f"{t}:7: options.column_ordinals.id: expected an integer, got a string ('first')",
+    ]
+
+
+def test_a_producer_without_options_refuses_any(tmp_path):
+    path = _write(tmp_path, {"pipeline.yml": "name: shop\nsources:\n  inv:\n    format: debezium\n    landing: c\n"
+                                             "    options: {serialization: json}\n"})
+    assert _problems(path) == [f"{path}:6: sources.inv.options.serialization: unknown field (allowed: glob)"]
+
+
+def test_a_key_given_twice_is_a_problem_not_a_silent_pick(tmp_path):
+    path = _write(tmp_path, {
+        "pipeline.yml": PIPELINE + "    landing: elsewhere\n",
+        "tables/customers.yml": "source: inventory\ntable: dbo.customers\nkeys: [id]\nkeys: [customer_id]\n",
+    })
+    assert _problems(path) == [
+        f"{path}:6: sources.inventory.landing: given twice (first on line 5); YAML would keep only this one",
+        f"{tmp_path / 'tables' / 'customers.yml'}:4: keys: given twice (first on line 3); YAML would keep only this one",
     ]

@@ -212,7 +212,36 @@ def _read_yaml(path: Path, problems: list[str]) -> tuple[Any, dict[tuple, int]]:
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problems.append(f"{where}: not valid YAML: {getattr(e, 'problem', e)}")
         return None, {}
+    problems += _duplicate_keys(text, path)
     return data, _line_index(text)
+
+
+def _duplicate_keys(text: str, path: Path) -> list[str]:
+    """A key given twice in one mapping: YAML loaders keep the last silently, so say so."""
+    out: list[str] = []
+
+    def walk(node, keys: tuple) -> None:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for k, v in node.value:
+                line = k.start_mark.line + 1
+                if k.value in seen:
+                    out.append(f"{path}:{line}: {_fmt_path(keys + (k.value,))}: given twice (first on line "
+                               f"{seen[k.value]}); YAML would keep only this one")
+                else:
+                    seen[k.value] = line
+                walk(v, keys + (k.value,))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, keys + (i,))
+
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return []
+    if root is not None:
+        walk(root, ())
+    return out
 
 
 def _fmt_path(path: Iterable) -> str:
@@ -239,9 +268,25 @@ def _leaf_errors(err):
 
 def schema_problems(data: Any, schema_file: str, file: Path, lines: dict[tuple, int]) -> list[str]:
     """Every JSON Schema violation of ``data``, as ``file:line: field: message``, in line order."""
+    return _violations(validator(schema_file), data, file, lines)
+
+
+def options_problems(options: Any, schema: dict[str, Any], file: Path, lines: dict[tuple, int],
+                     at: tuple = ("options",)) -> list[str]:
+    """The problems of a producer's ``options:`` mapping at field path ``at`` against the JSON
+    Schema properties its decoder declares (:attr:`sqlcdc.formats.Decoder.options`): an option
+    it does not know is refused (with the closest known name), a value of the wrong type named."""
+    if not isinstance(options, dict):
+        return []
+    checker = Draft202012Validator({"type": "object", "additionalProperties": False, "properties": schema})
+    return _violations(checker, options, file, lines, at)
+
+
+def _violations(checker: Draft202012Validator, data: Any, file: Path, lines: dict[tuple, int],
+                prefix: tuple = ()) -> list[str]:
     out: list[tuple[int, str]] = []
-    for err in (_leaf_errors(e) for e in validator(schema_file).iter_errors(data)):
-        path = tuple(err.absolute_path)
+    for err in (_leaf_errors(e) for e in checker.iter_errors(data)):
+        path = prefix + tuple(err.absolute_path)
         message = err.message
         if err.validator == "additionalProperties":
             allowed = sorted(err.schema.get("properties", {}))
@@ -309,12 +354,11 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     path = Path(path)
     problems: list[str] = []
     data, lines = _read_yaml(path, problems)
-    if problems:
-        raise ConfigError(problems)
     if data is None:
-        raise ConfigError([f"{path}:1: (top level): the file is empty"])
-    problems += schema_problems(data, "pipeline-config.schema.json", path, lines)
-    pipeline_ok = not problems
+        raise ConfigError(problems or [f"{path}:1: (top level): the file is empty"])
+    shape = schema_problems(data, "pipeline-config.schema.json", path, lines)
+    problems += shape
+    pipeline_ok = not shape
     if not isinstance(data, dict):
         raise ConfigError(problems)
 
@@ -323,6 +367,7 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     if pipeline_ok:
         for name, s in data["sources"].items():
             problems += _source_problems(name, s, path, lines)
+            problems += _source_options_problems(name, s, path, lines)
             sources[name] = SourceConfig(
                 name=name,
                 format=s["format"],
@@ -415,6 +460,16 @@ def secret_problems(options: Any, where: tuple, file: Path, lines: dict) -> list
                 "reference it instead ({{secrets/<scope>/<key>}} or ${ENV_VAR}, or a *_secret: {scope, key} field)"
             )
     return out
+
+
+def _source_options_problems(name: str, s: dict, file: Path, lines: dict) -> list[str]:
+    from sqlcdc import formats  # formats imports this module (ConfigError): look it up here
+
+    try:
+        decoder = formats.get(s.get("format"))
+    except formats.UnknownFormat:  # the schema check names the format
+        return []
+    return options_problems(s.get("options"), decoder.options, file, lines, ("sources", name, "options"))
 
 
 def _source_problems(name: str, s: dict, file: Path, lines: dict) -> list[str]:
@@ -525,6 +580,8 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         problems.append(f"{file}:1: keys: required for a {fmt} source ({decoder.keys_required})")
     if decoder and not doc.get("columns") and decoder.columns_required:
         problems.append(f"{file}:1: columns: required for a {fmt} source ({decoder.columns_required})")
+    if decoder:
+        problems += options_problems(doc.get("options"), decoder.options, file, lines)
     parts = doc["table"].split(".")
     schema, table = (parts if len(parts) == 2 else [defaults.get("schema", "dbo"), parts[0]])
     name = doc.get("name") or table.lower()

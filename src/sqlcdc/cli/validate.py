@@ -9,7 +9,8 @@ Checks, in order:
    table's silver rows, so an unknown column or a non-boolean rule is reported too;
 3. the Databricks bundle (``databricks.yml`` and what it includes): every path it names exists,
    and its DQ dashboard reads the quarantine of every source (``sqlcdc export lakeview``);
-4. CES tables without ``keys:``: a run takes the keys from the landed events' ``pkkey`` when the
+4. every local landing folder exists (a run would stop on a missing one);
+5. CES tables without ``keys:``: a run takes the keys from the landed events' ``pkkey`` when the
    pipeline is defined, so they are looked up here the same way (a batch read of the landing
    folder); no usable event, or a Kafka/Event Hubs source (whose topic validate does not read),
    is a problem.
@@ -128,6 +129,7 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
             spark = _spark()
         problems += expression_problems(cfg, spark)
     if cfg is not None:
+        problems += landing_problems(cfg)
         problems += key_discovery_problems(cfg, spark if check_sql else None, start_spark=check_sql, notes=notes)
     if bundle is not None:
         from sqlcdc.bundle import bundle_problems, dashboard_files, deployed_config
@@ -141,6 +143,30 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
     return problems
 
 
+def landing_problems(cfg: PipelineConfig) -> list[str]:
+    """A local landing folder (or Qlik ``metadata_landing``) that does not exist: a run would stop on
+    it. Remote locations (``abfss://``, ``s3://``) are not looked at."""
+    from sqlcdc.config import _line_index, _resolve
+    from sqlcdc.formats.base import local_path
+
+    try:
+        lines = _line_index(Path(cfg.file).read_text())
+    except OSError:
+        lines = {}
+    out = []
+    for name, source in cfg.sources.items():
+        extra = source.options.get("metadata_landing")
+        for key, where in (("landing", source.landing),
+                           ("options.metadata_landing", _resolve(Path(cfg.file).parent, str(extra)) if extra else None)):
+            folder = local_path(str(where)) if where else None
+            if folder is None or Path(folder).is_dir():
+                continue
+            line = lines.get(("sources", name, *key.split(".")), lines.get(("sources", name), 1))
+            what = "a file, not a folder:" if Path(folder).exists() else "no such folder"
+            out.append(f"{cfg.file}:{line}: sources.{name}.{key}: {what} {folder}")
+    return out
+
+
 def key_discovery_problems(cfg: PipelineConfig, spark: Any = None, *, start_spark: bool = True,
                            notes: list[str] | None = None) -> list[str]:
     """CES tables without ``keys:``: what would stop a run that discovers them from ``pkkey``.
@@ -150,6 +176,7 @@ def key_discovery_problems(cfg: PipelineConfig, spark: Any = None, *, start_spar
     usable event yet is not a problem -- a run waits for one (its events stay in quarantine) -- and
     goes to ``notes``, as does a Kafka or Event Hubs source (validate does not read topics)."""
     from sqlcdc import kafka
+    from sqlcdc.formats.base import local_path
 
     problems: list[str] = []
     notes = notes if notes is not None else []
@@ -165,6 +192,9 @@ def key_discovery_problems(cfg: PipelineConfig, spark: Any = None, *, start_spar
             problems.append(f"{where}: required: {t.qualified} has no `keys:` and source {t.source.name} no "
                             "landing folder to find its pkkey in")
             continue
+        folder = local_path(t.source.landing)
+        if folder is not None and not Path(folder).is_dir():
+            continue  # landing_problems names the missing folder
         if spark is None:
             if not start_spark:
                 continue

@@ -26,7 +26,8 @@ import importlib
 import pkgutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Iterable
+from types import MappingProxyType
+from typing import Any, ClassVar, Iterable, Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -82,6 +83,10 @@ class Decoder(ABC):
     ``keys_required`` / ``columns_required``
         why a table config of this producer must name its ``keys:`` / ``columns:`` (the producer's
         records do not carry them), or None; ``sqlcdc validate`` reports their absence.
+    ``options``
+        the producer's ``options:`` (in a source, or a table overriding it): option name -> JSON
+        Schema of its value, with a description. Config loading refuses an option not named here,
+        or a value of the wrong type, with file and line (default: the producer takes none).
     """
 
     name: ClassVar[str]
@@ -91,6 +96,7 @@ class Decoder(ABC):
     envelope_schema: ClassVar[str | None] = None
     keys_required: ClassVar[str | None] = None
     columns_required: ClassVar[str | None] = None
+    options: ClassVar[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
 
     # --- required ----------------------------------------------------------------------------------
 

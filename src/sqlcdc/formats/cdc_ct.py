@@ -1094,6 +1094,19 @@ class ChangeTables(Decoder):
     bronze_streaming = BRONZE_STREAMING
     keys_required = "change tables do not mark the primary key"
     columns_required = "name, type, lob in change-table order: change-table exports carry no types"
+    options = {
+        "file_format": {"enum": ["parquet", "csv", "json", "jsonl", "ndjson"],
+                        "description": "read every landed file as this format (default: by extension)"},
+        "glob": {"type": "string", "description": "landed file names to read (Hadoop glob)"},
+        "capture_instance": {"type": "string", "description": "(table) the capture instance (default: schema_table)"},
+        "column_ordinals": {"type": "object", "additionalProperties": {"type": "integer"},
+                            "description": "(table) column -> ordinal in the change table, when not in order"},
+        "csv_delimiter": {"type": "string", "description": "CSV field delimiter (default ',')"},
+        "csv_null_value": {"type": "string", "description": "CSV text that means NULL (default: empty)"},
+        "binary_text": {"enum": ["hex", "base64"], "description": "how binary values without 0x are written"},
+        "server": {"type": "string", "description": "the source server, for lineage"},
+        "database": {"type": "string", "description": "the source database, for lineage"},
+    }
     read_bronze = staticmethod(read_bronze)
     columns_for = staticmethod(columns_for)
     decode = staticmethod(decode)

@@ -961,6 +961,15 @@ class Ces(Decoder):
     name = NAME
     label = "SQL Server (Change Event Streaming)"
     streaming = STREAMING
+    options = {
+        "serialization": {"enum": ["auto", "json", "avro"], "description": "what lands: JSON lines, Avro, or both"},
+        "json_glob": {"type": "string", "description": "JSON-lines file names (Hadoop glob)"},
+        "avro_glob": {"type": "string", "description": "Avro file names (Hadoop glob)"},
+        "segment_index_base": {"enum": [0, 1], "description": "index of a split event's first segment"},
+        "split_timeout": {"type": ["string", "integer"],
+                          "description": "how long split segments wait for the rest (seconds, or '15 minutes')"},
+        "database": {"type": "string", "description": "the source database, when events do not say"},
+    }
     read_bronze = staticmethod(read_bronze)
     columns_for = staticmethod(columns_for)
     decode = staticmethod(decode)

@@ -417,6 +417,9 @@ class Debezium(Decoder):
     streaming = STREAMING
     envelope_schema = "debezium-envelope.schema.json"
     keys_required = "a landed Debezium value does not carry the message key"
+    options = {
+        "glob": {"type": "string", "description": "landed file names to read (Hadoop glob, e.g. '*.json')"},
+    }
     read_bronze = staticmethod(read_bronze)
     columns_for = staticmethod(columns_for)
     decode = staticmethod(decode)

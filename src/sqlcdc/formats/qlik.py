@@ -123,6 +123,7 @@ import json
 import logging
 import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
@@ -133,7 +134,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 from sqlcdc import lsn, model
-from sqlcdc.config import ConfigError, SourceConfig, TableConfig
+from sqlcdc.config import ConfigError, SourceConfig, TableConfig, _resolve
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
@@ -663,10 +664,19 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
         raise ConfigError([f"{source.file}: sources.{source.name}.landing: required for a Qlik file source"])
     glob = source.options.get("glob")
     out = read_text_lines(spark, source.landing, streaming=streaming, glob=glob)
-    extra = source.options.get("metadata_landing")
+    extra = metadata_landing(source)
     if extra:
         out = out.unionByName(read_text_lines(spark, extra, streaming=streaming, glob=glob))
     return out
+
+
+def metadata_landing(source: SourceConfig) -> str | None:
+    """``options.metadata_landing``, a relative path resolved from the pipeline config's folder
+    (as ``landing`` is)."""
+    extra = source.options.get("metadata_landing")
+    if not extra:
+        return None
+    return _resolve(Path(source.file).parent, str(extra)) if source.file else str(extra)
 
 
 def is_skipped(bronze: DataFrame | None = None) -> Column:
@@ -952,7 +962,7 @@ def discover(spark: SparkSession, source: SourceConfig) -> DataFrame:
 
     if kafka.is_kafka_source(source):
         return metadata_versions(_metadata_parsed(kafka.read_bronze(spark, source, streaming=False)))
-    paths = [p for p in (source.landing, source.options.get("metadata_landing")) if p]
+    paths = [p for p in (source.landing, metadata_landing(source)) if p]
     frames = []
     for p in paths:
         try:
@@ -1069,6 +1079,12 @@ class Qlik(Decoder):
     name = NAME
     label = "SQL Server (Qlik Replicate)"
     streaming = STREAMING
+    options = {
+        "glob": {"type": "string", "description": "landed file names to read (Hadoop glob)"},
+        "metadata_landing": {"type": "string", "description": "a second folder holding the metadata messages"},
+        "mask_byte_order": {"enum": ["little", "big"], "description": "byte order of changeMask/columnMask"},
+        "path_regex": {"type": "string", "description": "(table) the landed files of this table"},
+    }
     read_bronze = staticmethod(read_bronze)
     columns_for = staticmethod(columns_for)
     decode = staticmethod(decode)
