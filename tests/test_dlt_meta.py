@@ -16,7 +16,7 @@ from sqlcdc.dlt_meta import build, export, transformation
 FIX = Path(__file__).resolve().parent / "fixtures" / "config"
 
 
-def test_cli_writes_onboarding_transformations_and_expectations(tmp_path, capsys):
+def test_cli_writes_onboarding_transformations_and_expectations(spark, tmp_path, capsys):
     out = tmp_path / "dlt-meta"
     assert cli_main(["export", "dlt-meta", "--config", str(FIX / "good" / "pipeline.yml"), "--out", str(out)]) == 0
     written = capsys.readouterr().out.split()
@@ -38,9 +38,26 @@ def test_cli_writes_onboarding_transformations_and_expectations(tmp_path, capsys
 
 
 def test_broken_config_exports_nothing(tmp_path, capsys):
-    assert cli_main(["export", "dlt-meta", "--config", str(FIX / "broken" / "pipeline.yml"), "--out", str(tmp_path / "o")]) == 1
+    assert cli_main(["export", "dlt-meta", "--config", str(FIX / "broken" / "pipeline.yml"), "--out", str(tmp_path / "o")]) == 2
     assert not (tmp_path / "o").exists()
     assert "nothing was written" in capsys.readouterr().err
+
+
+def test_what_dlt_meta_could_not_run_is_refused_naming_the_table(spark, tmp_path, capsys):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  crm:\n    format: qlik\n    landing: in\n")
+    (tmp_path / "tables" / "customers.yml").write_text("table: dbo.customers\n")  # keys come from Qlik metadata
+    (tmp_path / "tables" / "orders.yml").write_text(
+        "table: dbo.orders\nkeys: [id]\nexpectations:\n  - {name: positive, constraint: \"amount >\"}\n")
+    out = tmp_path / "o"
+    assert cli_main(["export", "dlt-meta", "--config", str(tmp_path / "pipeline.yml"), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (f"{tmp_path / 'tables' / 'customers.yml'}:1: keys: table dbo.customers (customers) has none; "
+                      "dlt-meta's silver_cdc_apply_changes needs them (sqlcdc discovers them from the producer at run "
+                      "time): add `keys:`")
+    assert err[1].startswith(f"{tmp_path / 'tables' / 'orders.yml'}:4: expectations[positive].constraint: ")
+    assert err[-1] == "2 problem(s) dlt-meta could not run; nothing was written"
+    assert not out.exists()
 
 
 def test_onboarding_rows_carry_the_table_config():

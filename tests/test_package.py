@@ -160,3 +160,18 @@ def test_the_installed_wheel_runs_a_project_from_any_folder(project, tmp_path):
     assert "source erp: landed 16 = silver 12 + quarantine 2 + skipped 2 (ok)" in done.stdout
     assert "gold_customers_scd1         4" in done.stdout and "gold_customers_scd2         9" in done.stdout
     assert list(cwd.iterdir()) == []  # nothing written where it was started
+
+
+def test_a_failed_pipeline_run_exits_1_naming_the_log(monkeypatch, tmp_path, capsys):
+    from sqlcdc.cli import run as run_cmd
+
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: debezium\n    landing: in\n")
+    monkeypatch.setattr(run_cmd, "run_pipeline", lambda *a, **k: 137)
+    monkeypatch.setattr(runtime, "fetch_jars", lambda **k: [])
+    assert cli_main(["run", "--config", str(tmp_path / "pipeline.yml"), "--warehouse", str(tmp_path / "wh")]) == 1
+    assert capsys.readouterr().err == (
+        f"sqlcdc run: the pipeline failed (spark-pipelines exit code 137); full log: "
+        f"{tmp_path / 'wh' / '_sqlcdc' / 'last-run.log'}\n")
+    assert cli_main(["run", "--config", str(tmp_path / "nope.yml")]) == 2

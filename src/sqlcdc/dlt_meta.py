@@ -319,6 +319,15 @@ def build(
     return out
 
 
+def refusals(cfg: PipelineConfig) -> list[str]:
+    """What dlt-meta could not run, one line per table (``file:line: field: why``): its apply
+    changes needs ``keys``, which sqlcdc discovers from producer metadata at run time but dlt-meta
+    cannot. (Rules that do not parse are found by :func:`sqlcdc.cli.validate.expression_problems`.)"""
+    return [f"{t.file or 'table config'}:1: keys: table {t.qualified} ({t.name}) has none; dlt-meta's "
+            "silver_cdc_apply_changes needs them (sqlcdc discovers them from the producer at run time): add `keys:`"
+            for t in cfg.tables if not t.keys]
+
+
 def export(cfg: PipelineConfig, out_dir: str | Path, **kwargs: Any) -> tuple[list[Path], list[str]]:
     """Write the dlt-meta files for ``cfg`` under ``out_dir``; returns (files written, warnings).
 

@@ -50,12 +50,24 @@ def main(args: argparse.Namespace) -> int:
         for p in e.problems:
             print(p, file=sys.stderr)
         print(f"{len(e.problems)} problem(s); nothing was written (run `sqlcdc validate`)", file=sys.stderr)
-        return 1
+        return 2  # the config does not load: nothing to export (as `sqlcdc run` says 2)
     if args.target == "lakeview":
         return _lakeview(cfg, args)
     if not args.out:
         print("export dlt-meta: --out FOLDER is required", file=sys.stderr)
         return 2
+    from sqlcdc.dlt_meta import refusals
+
+    problems = refusals(cfg)
+    if any(t.expectations for t in cfg.tables):  # dlt-meta would fail on a rule Spark cannot parse
+        from sqlcdc.cli.validate import _spark, expression_problems
+
+        problems += expression_problems(cfg, _spark())
+    if problems:
+        for p in problems:
+            print(p, file=sys.stderr)
+        print(f"{len(problems)} problem(s) dlt-meta could not run; nothing was written", file=sys.stderr)
+        return 1
     kwargs = {"env": args.env, "bronze_database": args.bronze_database, "silver_database": args.silver_database,
               "catalog": args.catalog, "table_root": args.table_root}
     if args.conf_path:

@@ -60,8 +60,10 @@ def main(args) -> int:
         return 2
     started = time.monotonic()
     code = run_pipeline(cfg, warehouse, full_refresh=args.full_refresh, quiet=args.quiet)
-    if code != 0:
-        return code
+    if code != 0:  # the pipeline failed (its log says why): 1, whatever spark-pipelines exited with
+        print(f"sqlcdc run: the pipeline failed (spark-pipelines exit code {code}); full log: "
+              f"{warehouse / '_sqlcdc' / 'last-run.log'}", file=sys.stderr)
+        return 1
     spark = _session(warehouse)
     try:
         # Gold after the pipeline: each table's new silver changes, merged (sqlcdc.gold).
