@@ -206,6 +206,42 @@ def _wait_for_free_port(port: int, quiet: bool, timeout_s: float = 900.0) -> Non
         _time.sleep(2)
 
 
+class RunProgress:
+    """SDP's progress lines, condensed: one line per flow when it ends (its state and how long it
+    ran from its start, queueing not counted), the run's own milestones, nothing for each state change in between (the log has them).
+
+    >>> p = RunProgress()
+    >>> p.feed("2026-11-24 11:33:55: Flow spark_catalog.default.bronze_erp is STARTING.")
+    []
+    >>> p.feed("2026-11-24 11:34:02: Flow spark_catalog.default.bronze_erp has COMPLETED.")
+    ['flow bronze_erp                     completed   7s']
+    """
+
+    _FLOW = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}): Flow (\S+) (?:is|has) ([A-Z_]+)\.?\s*(.*)$")
+    _ENDED = {"COMPLETED", "FAILED", "STOPPED", "SKIPPED", "EXCLUDED", "IDLE"}
+    _QUIET = ("Found ", "Importing ", "Loading definitions", "Registering graph", "Creating dataflow graph")
+
+    def __init__(self) -> None:
+        self._started: dict[str, float] = {}
+
+    def feed(self, line: str) -> list[str]:
+        """The lines worth showing for one progress line of ``spark-pipelines`` (maybe none)."""
+        line = line.rstrip()
+        m = self._FLOW.match(line)
+        if m is None:
+            text = line[21:] if _PROGRESS.match(line) else line
+            return [] if text.startswith(self._QUIET) else [text]
+        stamp, name, state, rest = m.groups()
+        at = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S"))
+        name = name.split(".")[-1]
+        if state not in self._ENDED:
+            if state != "QUEUED":  # waiting for a slot is not the flow's time
+                self._started.setdefault(name, at)
+            return []
+        took = at - self._started.pop(name, at)
+        return [f"flow {name:<30} {state.lower():<11} {took:.0f}s" + (f"  {rest}" if rest else "")]
+
+
 def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool,
          marker: Path | None = None) -> int:
     if not quiet:
@@ -216,11 +252,13 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
         proc = subprocess.Popen(cmd, env=env, cwd=spec_path.parent, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, bufsize=1)
         assert proc.stdout is not None
+        progress = RunProgress()
         for line in proc.stdout:
             log.write(line)
             if _PROGRESS.match(line):
-                if not quiet:
-                    print("  " + line.rstrip(), flush=True)
+                for shown in progress.feed(line):
+                    if not quiet:
+                        print("  " + shown, flush=True)
             elif re.search(r"(Exception|Error)\b.*:", line) and not line.startswith((" ", "\t")):
                 errors.append(line.rstrip())
         code = proc.wait()
