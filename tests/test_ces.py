@@ -18,7 +18,8 @@ from pyspark.sql import functions as F
 
 from sqlcdc import model
 from sqlcdc.apply_changes import ApplyChangesSpec, scd1, scd2
-from sqlcdc.config import SourceConfig, TableConfig, validator
+from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.diagnostics import validator
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats import base, ces
 

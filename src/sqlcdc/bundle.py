@@ -34,7 +34,7 @@ from typing import Any, Iterator
 import yaml
 from jsonschema import Draft202012Validator
 
-from sqlcdc.config import _fmt_path, _line_index
+from sqlcdc.diagnostics import fmt_path, line_index
 
 # The bundle's top level (databricks.yml). Resource bodies are checked by the typed models instead.
 BUNDLE_SCHEMA: dict[str, Any] = {
@@ -138,13 +138,13 @@ class _Doc:
         while line is None and k:
             k = k[:-1]
             line = self.lines.get(k)
-        return f"{self.path}:{line or 1}: {_fmt_path(keys)}"
+        return f"{self.path}:{line or 1}: {fmt_path(keys)}"
 
 
 def _read(path: Path, problems: list[str]) -> _Doc | None:
     try:
         text = path.read_text()
-        return _Doc(path, yaml.safe_load(text), _line_index(text))
+        return _Doc(path, yaml.safe_load(text), line_index(text))
     except OSError as e:
         problems.append(f"{path}: cannot read: {e.strerror}")
     except yaml.YAMLError as e:

@@ -8,7 +8,9 @@ Every problem is reported at once, each with file, line, field path and what was
 Table configs can name expectations inline or by ``expectations_file:``; either way
 ``TableConfig.expectations`` holds them normalized as ``{"name", "constraint", "action"[, "description"]}``
 and ``TableConfig.expectation_sources`` says where each came from (``file:line``). Field-by-field
-reference: ``docs/config.md`` (generated from the same descriptions as ``schemas/``).
+reference: ``docs/config.md`` (generated from the same descriptions as ``schemas/`` by
+``scripts/config_reference.py``). Line-numbered diagnostics: :mod:`sqlcdc.diagnostics`; rule
+normalisation: :mod:`sqlcdc.rules`.
 
 Example::
 
@@ -20,21 +22,14 @@ Example::
 
 from __future__ import annotations
 
-import difflib
-import json
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-import yaml
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-from referencing import Registry, Resource
-
-from sqlcdc.assets import SCHEMAS_DIR
+from sqlcdc.diagnostics import fmt_path, options_problems, read_yaml, schema_problems
 from sqlcdc.names import unstorable
+from sqlcdc.rules import load_expectations_file, normalize_expectations
 
 
 
@@ -156,204 +151,11 @@ class PipelineConfig:
         return [t for t in self.tables if t.source.name == source]
 
 
-@lru_cache(maxsize=None)
-def _registry() -> Registry:
-    resources = []
-    for path in sorted(SCHEMAS_DIR.glob("*.schema.json")):
-        try:
-            contents = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # an envelope schema being edited must not break config loading
-        resources.append((contents.get("$id", f"sqlcdc/{path.name}"), Resource.from_contents(contents)))
-    return Registry().with_resources(resources)
-
-
-@lru_cache(maxsize=None)
-def validator(schema_file: str) -> Draft202012Validator:
-    """A validator for ``schemas/<schema_file>``, resolving references between our schemas."""
-    schema = json.loads((SCHEMAS_DIR / schema_file).read_text())
-    return Draft202012Validator(schema, registry=_registry())
-
-
-def _line_index(text: str) -> dict[tuple, int]:
-    """Map field paths (tuples of keys/indexes) to 1-based line numbers in a YAML document."""
-    index: dict[tuple, int] = {}
-
-    def walk(node, path):
-        index[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                index[path + (k.value,)] = k.start_mark.line + 1
-                walk(v, path + (k.value,))
-                index[path + (k.value,)] = k.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, path + (i,))
-
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        return index
-    if root is not None:
-        walk(root, ())
-    return index
-
-
-def _read_yaml(path: Path, problems: list[str]) -> tuple[Any, dict[tuple, int]]:
-    try:
-        text = path.read_text()
-    except OSError as e:
-        problems.append(f"{path}: cannot read: {e.strerror}")
-        return None, {}
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problems.append(f"{where}: not valid YAML: {getattr(e, 'problem', e)}")
-        return None, {}
-    problems += _duplicate_keys(text, path)
-    return data, _line_index(text)
-
-
-def _duplicate_keys(text: str, path: Path) -> list[str]:
-    """A key given twice in one mapping: YAML loaders keep the last silently, so say so."""
-    out: list[str] = []
-
-    def walk(node, keys: tuple) -> None:
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
-            for k, v in node.value:
-                line = k.start_mark.line + 1
-                if k.value in seen:
-                    out.append(f"{path}:{line}: {_fmt_path(keys + (k.value,))}: given twice (first on line "
-                               f"{seen[k.value]}); YAML would keep only this one")
-                else:
-                    seen[k.value] = line
-                walk(v, keys + (k.value,))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, keys + (i,))
-
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        return []
-    if root is not None:
-        walk(root, ())
-    return out
-
-
-def _fmt_path(path: Iterable) -> str:
-    parts = [f"[{p}]" if isinstance(p, int) else str(p) for p in path]
-    return ".".join(parts).replace(".[", "[") or "(top level)"
-
-
-def _leaf_errors(err):
-    """``oneOf``/``anyOf`` errors say little ("is not valid under any of the given schemas"): descend
-    into the branch that matched best, so the report names the field and what was expected."""
-    while err.validator in ("oneOf", "anyOf") and err.context:
-        branches: dict[Any, list] = {}
-        for sub in err.context:
-            branches.setdefault(sub.relative_schema_path[0], []).append(sub)
-        # A branch for another JSON type (a list where a mapping was given) explains nothing.
-        fitting = [
-            errs for errs in branches.values()
-            if not any(e.validator == "type" and not e.relative_path for e in errs)
-        ] or list(branches.values())
-        deepest = max(fitting, key=lambda errs: max(len(e.relative_path) for e in errs))
-        err = best_match(deepest)
-    return err
-
-
-def schema_problems(data: Any, schema_file: str, file: Path, lines: dict[tuple, int]) -> list[str]:
-    """Every JSON Schema violation of ``data``, as ``file:line: field: message``, in line order."""
-    return _violations(validator(schema_file), data, file, lines)
-
-
-def options_problems(options: Any, schema: dict[str, Any], file: Path, lines: dict[tuple, int],
-                     at: tuple = ("options",)) -> list[str]:
-    """The problems of a producer's ``options:`` mapping at field path ``at`` against the JSON
-    Schema properties its decoder declares (:attr:`sqlcdc.formats.Decoder.options`): an option
-    it does not know is refused (with the closest known name), a value of the wrong type named."""
-    if not isinstance(options, dict):
-        return []
-    checker = Draft202012Validator({"type": "object", "additionalProperties": False, "properties": schema})
-    return _violations(checker, options, file, lines, at)
-
-
-def _violations(checker: Draft202012Validator, data: Any, file: Path, lines: dict[tuple, int],
-                prefix: tuple = ()) -> list[str]:
-    out: list[tuple[int, str]] = []
-    for err in (_leaf_errors(e) for e in checker.iter_errors(data)):
-        path = prefix + tuple(err.absolute_path)
-        message = err.message
-        if err.validator == "additionalProperties":
-            allowed = sorted(err.schema.get("properties", {}))
-            for name in sorted(set(err.instance) - set(allowed)):
-                line = lines.get(path + (name,), lines.get(path, 1))
-                close = difflib.get_close_matches(str(name), allowed, n=1)
-                hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
-                split = [k for k, v in err.instance.items() if isinstance(v, str) and v.count("(") > v.count(")")]
-                if split:
-                    hint += f"; {split[0]!r} looks cut at a comma: quote the value, e.g. '{err.instance[split[0]]}{name}'"
-                out.append((line, f"{file}:{line}: {_fmt_path(path + (name,))}: unknown field ({hint})"))
-            continue
-        if err.validator == "required":
-            line = lines.get(path, 1)
-            for name in err.validator_value:
-                if isinstance(err.instance, dict) and name not in err.instance:
-                    out.append((line, f"{file}:{line}: {_fmt_path(path + (name,))}: required field missing"))
-            continue
-        if err.validator == "type":
-            want = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
-            message = f"expected {_TYPE_WORDS.get(want, want)}, got {_describe(err.instance)}"
-        elif err.validator == "enum":
-            message = f"{err.instance!r} is not one of {', '.join(map(repr, err.validator_value))}"
-        elif err.validator == "pattern" and "A-Za-z_" in str(err.validator_value):
-            message = f"{err.instance!r} is not a valid name (letters, digits, underscore; not starting with a digit)"
-        elif err.validator == "pattern" and path == ("table",):
-            message = f"{err.instance!r}: expected schema.table or table"
-        elif err.validator == "minItems" and err.validator_value == 1:
-            message = "must not be empty"
-        elif err.validator == "uniqueItems":
-            message = "lists a value twice"
-        line = lines.get(path, lines.get(path[:-1], 1))
-        out.append((line, f"{file}:{line}: {_fmt_path(path)}: {message}"))
-    return [text for _, text in sorted(out, key=lambda x: x[0])]
-
-
-_TYPE_WORDS = {
-    "array": "a list",
-    "object": "a mapping",
-    "string": "a string",
-    "integer": "an integer",
-    "boolean": "true or false",
-    "number": "a number",
-}
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return f"a boolean ({value!r})"
-    if isinstance(value, (int, float)):
-        return f"a number ({value!r})"
-    if isinstance(value, str):
-        return f"a string ({value!r})"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
 def load_pipeline(path: str | Path) -> PipelineConfig:
     """Load ``path`` and the table configs it names; raise :class:`ConfigError` with every problem."""
     path = Path(path)
     problems: list[str] = []
-    data, lines = _read_yaml(path, problems)
+    data, lines = read_yaml(path, problems)
     if data is None:
         raise ConfigError(problems or [f"{path}:1: (top level): the file is empty"])
     shape = schema_problems(data, "pipeline-config.schema.json", path, lines)
@@ -371,7 +173,7 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
             sources[name] = SourceConfig(
                 name=name,
                 format=s["format"],
-                landing=_resolve(base, s.get("landing")),
+                landing=resolve_path(base, s.get("landing")),
                 options=dict(s.get("options") or {}),
                 file=str(path),
                 description=s.get("description"),
@@ -391,7 +193,7 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     tables_dir = base / tables_dir_name
     if tables_dir.is_dir():
         for tf in sorted(list(tables_dir.glob("*.yml")) + list(tables_dir.glob("*.yaml"))):
-            doc, tlines = _read_yaml(tf, problems)
+            doc, tlines = read_yaml(tf, problems)
             if doc is None and not any(p.startswith(str(tf)) for p in problems):
                 problems.append(f"{tf}:1: (top level): the file is empty")
             if doc is not None:
@@ -432,7 +234,9 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     )
 
 
-def _resolve(base: Path, landing: str | None) -> str | None:
+def resolve_path(base: Path, landing: str | None) -> str | None:
+    """``landing`` (a folder, or a remote URI kept as is) made absolute from ``base``, the folder of
+    the config file that names it."""
     if landing is None or "://" in landing:
         return landing
     p = Path(landing)
@@ -456,7 +260,7 @@ def secret_problems(options: Any, where: tuple, file: Path, lines: dict) -> list
         elif _SECRET_KEY.search(str(key)) and isinstance(value, str) and value and not _SECRET_REF.match(value):
             line = lines.get(where + (key,), 1)
             out.append(
-                f"{file}:{line}: {_fmt_path(where + (key,))}: looks like a secret written into the config; "
+                f"{file}:{line}: {fmt_path(where + (key,))}: looks like a secret written into the config; "
                 "reference it instead ({{secrets/<scope>/<key>}} or ${ENV_VAR}, or a *_secret: {scope, key} field)"
             )
     return out
@@ -478,7 +282,7 @@ def _source_problems(name: str, s: dict, file: Path, lines: dict) -> list[str]:
     given = [k for k in ("landing", "kafka", "event_hubs") if s.get(k) is not None]
     if len(given) > 1:
         out.append(
-            f"{file}:{lines.get(here + (given[1],), lines.get(here, 1))}: {_fmt_path(here)}: "
+            f"{file}:{lines.get(here + (given[1],), lines.get(here, 1))}: {fmt_path(here)}: "
             f"give one location (landing, kafka or event_hubs), not {' and '.join(given)}"
         )
     kafka = s.get("kafka")
@@ -486,7 +290,7 @@ def _source_problems(name: str, s: dict, file: Path, lines: dict) -> list[str]:
         topics = [k for k in ("topic", "topics", "topic_pattern") if k in kafka]
         if len(topics) != 1:
             out.append(
-                f"{file}:{lines.get(here + ('kafka',), 1)}: {_fmt_path(here + ('kafka',))}: "
+                f"{file}:{lines.get(here + ('kafka',), 1)}: {fmt_path(here + ('kafka',))}: "
                 f"give exactly one of topic, topics, topic_pattern (found {', '.join(topics) or 'none'})"
             )
         out += secret_problems(kafka.get("options"), here + ("kafka", "options"), file, lines)
@@ -494,58 +298,6 @@ def _source_problems(name: str, s: dict, file: Path, lines: dict) -> list[str]:
         out += secret_problems(s["event_hubs"].get("options"), here + ("event_hubs", "options"), file, lines)
     out += secret_problems(s.get("options"), here + ("options",), file, lines)
     return out
-
-
-_ACTIONS_BY_DLT_KEY = {
-    "expect": "warn",
-    "expect_or_drop": "drop",
-    "expect_or_fail": "fail",
-    "expect_or_quarantine": "quarantine",
-}
-
-
-def normalize_expectations(doc: Any, file: Path, lines: dict, prefix: tuple = ()) -> list[tuple[dict, str]]:
-    """Rules of a (schema-valid) expectations document as ``(rule, "file:line")``.
-
-    ``doc`` is a list of rules, ``{"expectations": [...]}``, or dlt-meta's
-    ``{"expect_or_drop": {"name": "constraint"}, ...}``.
-    """
-    out: list[tuple[dict, str]] = []
-    if isinstance(doc, dict) and "expectations" in doc:
-        doc, prefix = doc["expectations"], prefix + ("expectations",)
-    if isinstance(doc, list):
-        for i, rule in enumerate(doc):
-            norm = {"name": rule["name"], "constraint": rule["constraint"], "action": rule.get("action", "warn")}
-            if rule.get("description"):
-                norm["description"] = rule["description"]
-            out.append((norm, f"{file}:{lines.get(prefix + (i, 'constraint'), lines.get(prefix + (i,), 1))}"))
-    elif isinstance(doc, dict):
-        for key, rules in doc.items():
-            for name, constraint in rules.items():
-                out.append(
-                    ({"name": name, "constraint": constraint, "action": _ACTIONS_BY_DLT_KEY[key]},
-                     f"{file}:{lines.get(prefix + (key, name), 1)}")
-                )
-    return out
-
-
-def _load_expectations_file(ref: str, table_file: Path, lines: dict, problems: list[str]) -> list[tuple[dict, str]]:
-    path = Path(ref)
-    if not path.is_absolute():
-        path = table_file.parent / path
-    if not path.is_file():
-        problems.append(f"{table_file}:{lines.get(('expectations_file',), 1)}: expectations_file: no such file {path}")
-        return []
-    doc, elines = _read_yaml(path, problems)  # JSON is YAML: one reader for both
-    if doc is None:
-        if not any(p.startswith(str(path)) for p in problems):
-            problems.append(f"{path}:1: (top level): the file is empty")
-        return []
-    errs = schema_problems(doc, "expectations.schema.json", path, elines)
-    if errs:
-        problems += errs
-        return []
-    return normalize_expectations(doc, path, elines)
 
 
 def _str_props(props: dict) -> dict[str, str]:
@@ -630,7 +382,7 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
 
     rules = normalize_expectations(doc.get("expectations") or [], file, lines, ("expectations",))
     if doc.get("expectations_file"):
-        rules += _load_expectations_file(doc["expectations_file"], file, lines, problems)
+        rules += load_expectations_file(doc["expectations_file"], file, lines, problems)
     names: dict[str, str] = {}
     for rule, at in rules:
         if rule["name"] in names:
@@ -667,89 +419,3 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         expectations_file=doc.get("expectations_file"),
         expectation_sources=tuple(at for _, at in rules),
     )
-
-
-# ----------------------------------------------------------------------------- reference docs
-
-def _deref(node: dict, doc: dict) -> tuple[dict, dict]:
-    """Follow ``$ref`` (local or into a sibling schema file); returns (node, the document it is in)."""
-    while "$ref" in node:
-        file, _, pointer = node["$ref"].partition("#")
-        if file:
-            doc = json.loads((SCHEMAS_DIR / file).read_text())
-        target = doc
-        for part in pointer.strip("/").split("/"):
-            target = target[part]
-        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-    return node, doc
-
-
-def _type_word(node: dict) -> str:
-    if "enum" in node:
-        return " \\| ".join(f"`{v}`" for v in node["enum"])
-    t = node.get("type")
-    if t == "array":
-        item = node.get("items") or {}
-        inner = item.get("type") or ("mapping" if "properties" in item else "")
-        return f"list of {inner}" if inner not in ("", "object") else "list of mappings"
-    if isinstance(t, list):
-        return " or ".join(t)
-    if t == "object":
-        return "mapping"
-    if "oneOf" in node:
-        return "one of several shapes"
-    return t or "any"
-
-
-def _rows(node: dict, doc: dict, path: str, out: list[tuple[str, str, str, str]]) -> None:
-    node, doc = _deref(node, doc)
-    for name, sub in (node.get("properties") or {}).items():
-        sub, subdoc = _deref(sub, doc)
-        p = f"{path}.{name}" if path else name
-        required = name in (node.get("required") or ())
-        default = sub.get("default")
-        out.append((
-            f"`{p}`" + (" (required)" if required else ""),
-            _type_word(sub),
-            "" if default is None else f"`{json.dumps(default)}`",
-            " ".join(str(sub.get("description", "")).split()).replace("<", "&lt;"),
-        ))
-        if sub.get("type") == "object" and "properties" in sub:
-            _rows(sub, subdoc, p, out)
-        elif sub.get("type") == "array" and isinstance(sub.get("items"), dict):
-            item, itemdoc = _deref(sub["items"], subdoc)
-            if "properties" in item:
-                _rows(item, itemdoc, p + "[]", out)
-        elif isinstance(sub.get("additionalProperties"), dict):
-            item, itemdoc = _deref(sub["additionalProperties"], subdoc)
-            if "properties" in item:
-                _rows(item, itemdoc, p + ".<name>", out)
-        for i, branch in enumerate(sub.get("oneOf") or ()):
-            branch, bdoc = _deref(branch, subdoc)
-            if "properties" in branch:
-                _rows(branch, bdoc, p, out)
-
-
-def reference_markdown() -> str:
-    """The field reference of every config schema, as Markdown (docs/config.md embeds it)."""
-    parts = []
-    for schema_file in ("pipeline-config.schema.json", "table-config.schema.json", "expectations.schema.json"):
-        doc = json.loads((SCHEMAS_DIR / schema_file).read_text())
-        intro = " ".join(doc["description"].split()).replace("<", "&lt;")
-        parts.append(f"### {doc['title']} (`src/sqlcdc/schemas/{schema_file}`)\n\n{intro}\n")
-        rows: list[tuple[str, str, str, str]] = []
-        if "oneOf" in doc:  # the expectations file: document the rule shape
-            _rows({"properties": {"expectations": doc["oneOf"][1]["properties"]["expectations"]}}, doc, "", rows)
-            for key in ("expect", "expect_or_drop", "expect_or_fail", "expect_or_quarantine"):
-                sub = doc["oneOf"][2]["properties"][key]
-                rows.append((f"`{key}`", "mapping of rule name to constraint", "", sub["description"]))
-        else:
-            _rows(doc, doc, "", rows)
-        parts.append("| field | type | default | description |\n|---|---|---|---|\n" + "\n".join(
-            "| " + " | ".join(c.replace("|", "\\|") if i == 3 else c for i, c in enumerate(r)) + " |" for r in rows
-        ) + "\n")
-    return "\n".join(parts)
-
-
-if __name__ == "__main__":  # python -m sqlcdc.config: print the field reference (docs/config.md)
-    print(reference_markdown(), end="")

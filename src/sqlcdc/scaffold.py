@@ -39,7 +39,7 @@ from urllib.parse import unquote, urlparse
 import yaml
 
 from sqlcdc.assets import PIPELINE_LAYERS, PIPELINES_DIR
-from sqlcdc.config import schema_problems
+from sqlcdc.diagnostics import schema_problems
 
 __all__ = ["Project", "ScaffoldError", "write_project", "project_problems", "sqlcdc_wheel"]
 

@@ -27,7 +27,7 @@ from typing import Callable
 
 import yaml
 
-from sqlcdc.config import schema_problems
+from sqlcdc.diagnostics import schema_problems
 
 NAME = "init"
 HELP = "Scaffold a project (sqlcdc init DIR) or a table config (config/tables/<name>.yml); never overwrites."

@@ -146,18 +146,19 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
 def landing_problems(cfg: PipelineConfig) -> list[str]:
     """A local landing folder (or Qlik ``metadata_landing``) that does not exist: a run would stop on
     it. Remote locations (``abfss://``, ``s3://``) are not looked at."""
-    from sqlcdc.config import _line_index, _resolve
+    from sqlcdc.config import resolve_path
+    from sqlcdc.diagnostics import line_index
     from sqlcdc.formats.base import local_path
 
     try:
-        lines = _line_index(Path(cfg.file).read_text())
+        lines = line_index(Path(cfg.file).read_text())
     except OSError:
         lines = {}
     out = []
     for name, source in cfg.sources.items():
         extra = source.options.get("metadata_landing")
         for key, where in (("landing", source.landing),
-                           ("options.metadata_landing", _resolve(Path(cfg.file).parent, str(extra)) if extra else None)):
+                           ("options.metadata_landing", resolve_path(Path(cfg.file).parent, str(extra)) if extra else None)):
             folder = local_path(str(where)) if where else None
             if folder is None or Path(folder).is_dir():
                 continue

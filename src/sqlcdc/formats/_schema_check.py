@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 from sqlcdc.assets import SCHEMAS_DIR
-from sqlcdc.config import validator
+from sqlcdc.diagnostics import validator
 
 COMPILED = frozenset({"type", "required", "properties", "enum", "pattern", "minLength", "minimum", "items", "anyOf"})
 ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "default", "examples", "$comment", "format"})

@@ -134,7 +134,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 from sqlcdc import lsn, model
-from sqlcdc.config import ConfigError, SourceConfig, TableConfig, _resolve
+from sqlcdc.config import ConfigError, SourceConfig, TableConfig, resolve_path
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
@@ -676,7 +676,7 @@ def metadata_landing(source: SourceConfig) -> str | None:
     extra = source.options.get("metadata_landing")
     if not extra:
         return None
-    return _resolve(Path(source.file).parent, str(extra)) if source.file else str(extra)
+    return resolve_path(Path(source.file).parent, str(extra)) if source.file else str(extra)
 
 
 def is_skipped(bronze: DataFrame | None = None) -> Column:
