@@ -18,7 +18,7 @@ Apply order: by ``seq``; at equal ``seq`` deletes and truncates before upserts; 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 RANK = {"DELETE": 0, "TRUNCATE": 0, "UPSERT": 1}
 
@@ -39,12 +39,13 @@ def replay(
     events: Iterable[dict],
     columns: Sequence[str],
     tracked: Sequence[str] | None = None,
-    ignore_null_updates: bool = False,
+    ignore_null_updates: bool | Collection[str] = False,
 ) -> tuple[dict[tuple, dict[str, Any]], list[dict[str, Any]]]:
     """Apply ``events``; return (SCD1 rows by key, SCD2 versions).
 
     ``columns`` are the non-key columns of the target; ``tracked`` (default: all of them) the ones
-    whose change opens a new SCD2 version. A version is a dict with ``key``, ``values``,
+    whose change opens a new SCD2 version. ``ignore_null_updates``: True (every column), or the
+    columns whose NULL in an update keeps the previous value. A version is a dict with ``key``, ``values``,
     ``start`` and ``end`` (None = current).
     """
     tracked = list(columns) if tracked is None else list(tracked)
@@ -74,7 +75,8 @@ def replay(
                 if e["provided"] is not None and c not in e["provided"]:
                     continue
                 value = e["values"].get(c)
-                if ignore_null_updates and value is None:
+                ignores = c in ignore_null_updates if not isinstance(ignore_null_updates, bool) else ignore_null_updates
+                if ignores and value is None:
                     continue
                 row[c] = value
             current[key] = row

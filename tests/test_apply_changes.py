@@ -130,6 +130,22 @@ def test_ignore_null_updates(spark):
     assert rows1(scd1(df, spec)) == [(1, "ann", "rome"), (2, None, "x")]
 
 
+def test_ignore_null_updates_per_column(spark):
+    """AUTO CDC's column lists: only `name` keeps its value on a NULL (the list), or every column
+    but `city` does (the except list) -- the same result; a NULL `city` is written."""
+    df = frame(spark, [ev("U", 1, 1, "ann", "oslo"), ev("U", 2, 1, None, None), ev("U", 3, 2, "bob", "x"),
+                       ev("U", 4, 2, None, "y")])
+    for spec in (ApplyChangesSpec(keys=["id"], ignore_null_updates_column_list=["name"], table="c"),
+                 ApplyChangesSpec(keys=["id"], ignore_null_updates_except_column_list=["city"], table="c")):
+        assert rows1(scd1(df, spec)) == [(1, "ann", None), (2, "bob", "y")]
+    both = ApplyChangesSpec(keys=["id"], ignore_null_updates=True, ignore_null_updates_column_list=["name"], table="c")
+    assert _problems(both) == ["c: ignore_null_updates_column_list: give one of ignore_null_updates, "
+                               "ignore_null_updates_column_list, not several"]
+    unknown = ApplyChangesSpec(keys=["id"], ignore_null_updates_except_column_list=["town"], table="c")
+    assert _problems(unknown) == ["c: ignore_null_updates_except_column_list: unknown column 'town' "
+                                  "(data columns: id, name, city)"]
+
+
 def test_primary_key_change_as_delete_plus_upsert(spark):
     # model.apply_frame explodes an UPDATE 1 -> 7 into DELETE(1) + UPSERT(7) with one sequence.
     df = frame(spark, [
@@ -311,6 +327,15 @@ def test_to_auto_cdc_kwargs_scd2_with_lists():
     assert "track_history_column_list" not in kw
     assert "apply_as_truncates" not in kw  # Databricks: truncates are SCD1-only
     assert kw["ignore_null_updates"] is True
+
+
+def test_to_auto_cdc_kwargs_pass_the_per_column_ignore_null_lists():
+    only = ApplyChangesSpec(keys=["id"], ignore_null_updates_column_list=["name"], table="c").to_auto_cdc_kwargs("t", "s")
+    assert only["ignore_null_updates_column_list"] == ["name"]
+    assert "ignore_null_updates" not in only and "ignore_null_updates_except_column_list" not in only
+    but = ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, ignore_null_updates_except_column_list=["city"],
+                           table="c").to_auto_cdc_kwargs("t", "s")
+    assert but["ignore_null_updates_except_column_list"] == ["city"] and "ignore_null_updates" not in but
 
 
 def test_to_auto_cdc_kwargs_user_excepts_come_first_and_no_deletes():

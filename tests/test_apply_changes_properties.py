@@ -109,7 +109,8 @@ def engine_scd2(df, spec) -> list[tuple]:
 
 spec_options = st.fixed_dictionaries(
     {
-        "ignore_null_updates": st.booleans(),
+        # False/True, or AUTO CDC's per-column lists: only `a`, or every column but `a`
+        "ignore_null_updates": st.sampled_from([False, True, ("only", ["a"]), ("except", ["a"])]),
         "track": st.sampled_from([None, ("only", ["a"]), ("except", ["a"])]),
     }
 )
@@ -125,10 +126,25 @@ def make_specs(opts) -> tuple[ApplyChangesSpec, ApplyChangesSpec, list[str]]:
     elif track:
         kw2["track_history_except_column_list"] = track[1]
         tracked = [c for c in COLUMNS if c not in track[1]]
-    s1 = ApplyChangesSpec(keys=["id"], ignore_null_updates=opts["ignore_null_updates"], table="prop")
-    s2 = ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, ignore_null_updates=opts["ignore_null_updates"],
-                          table="prop", **kw2)
+    ignore = opts["ignore_null_updates"]
+    if isinstance(ignore, bool):
+        kw_null = {"ignore_null_updates": ignore}
+    elif ignore[0] == "only":
+        kw_null = {"ignore_null_updates_column_list": ignore[1]}
+    else:
+        kw_null = {"ignore_null_updates_except_column_list": ignore[1]}
+    s1 = ApplyChangesSpec(keys=["id"], table="prop", **kw_null)
+    s2 = ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, table="prop", **kw_null, **kw2)
     return s1, s2, tracked
+
+
+def ref_ignore(opts) -> dict:
+    """The reference model's ignore_null_updates for ``opts``: a bool, or the columns it applies to."""
+    ignore = opts["ignore_null_updates"]
+    if isinstance(ignore, bool):
+        return {"ignore_null_updates": ignore}
+    cols = ignore[1] if ignore[0] == "only" else [c for c in COLUMNS if c not in ignore[1]]
+    return {"ignore_null_updates": set(cols)}
 
 
 @settings(max_examples=15 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -140,7 +156,7 @@ def test_recompute_matches_reference(spark, d, opts):
     df = spark.createDataFrame([to_row(e) for e in delivered], SCHEMA)
     s1.validate(df.schema)
     s2.validate(df.schema)
-    kw = dict(ignore_null_updates=opts["ignore_null_updates"])
+    kw = ref_ignore(opts)
     expected1 = ref.scd1_rows(events, COLUMNS, **kw)
     expected2 = [
         t[:-2] + (t[-2], t[-1]) for t in ref.scd2_rows(events, COLUMNS, tracked=tracked, **kw)
@@ -175,7 +191,7 @@ def test_incremental_runs_match_reference(spark, r, opts):
         df = spark.createDataFrame([to_row(e) for e in batch], SCHEMA)
         merge_scd1(spark, t1, df, s1)
         merge_scd2(spark, t2, df, s2)
-    kw = dict(ignore_null_updates=opts["ignore_null_updates"])
+    kw = ref_ignore(opts)
     read = spark.read.format("delta").load
     assert sorted(tuple(r) for r in read(t1).collect()) == ref.scd1_rows(events, COLUMNS, **kw)
     got2 = sorted(((x["id"], x["a"], x["b"], _unseq(x[START_AT]), _unseq(x[END_AT])) for x in read(t2).collect()),

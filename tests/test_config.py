@@ -433,3 +433,22 @@ def test_a_key_given_twice_is_a_problem_not_a_silent_pick(tmp_path):
         f"{path}:6: sources.inventory.landing: given twice (first on line 5); YAML would keep only this one",
         f"{tmp_path / 'tables' / 'customers.yml'}:4: keys: given twice (first on line 3); YAML would keep only this one",
     ]
+
+
+def test_ignore_null_update_lists_name_known_columns_and_exclude_each_other(tmp_path):
+    path = _write(tmp_path, {
+        "pipeline.yml": PIPELINE,
+        "tables/a.yml": ("table: dbo.a\nkeys: [id]\ncolumns: [{name: id, type: int}, {name: name, type: string}]\n"
+                         "ignore_null_updates_column_list: [nme]\n"),
+        "tables/b.yml": "table: dbo.b\nkeys: [id]\nignore_null_updates: true\nignore_null_updates_except_column_list: [x]\n",
+        "tables/c.yml": "table: dbo.c\nkeys: [id]\nignore_null_updates_except_column_list: [city]\n",
+    })
+    assert _problems(path) == [
+        f"{tmp_path / 'tables' / 'a.yml'}:4: ignore_null_updates_column_list[0]: unknown column 'nme' (columns: id, name)",
+        f"{tmp_path / 'tables' / 'b.yml'}:4: ignore_null_updates_except_column_list: give one of ignore_null_updates, "
+        "ignore_null_updates_except_column_list, not several",
+    ]
+    (tmp_path / "tables" / "a.yml").unlink()
+    (tmp_path / "tables" / "b.yml").unlink()
+    (c,) = load_pipeline(path).tables
+    assert c.ignore_null_updates_except_column_list == ("city",)

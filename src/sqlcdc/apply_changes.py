@@ -101,6 +101,9 @@ class ApplyChangesSpec:
     :param track_history_column_list: SCD2 only: the columns whose change opens a new version.
     :param track_history_except_column_list: SCD2 only: columns whose change does not.
     :param ignore_null_updates: a NULL in an upsert keeps the previous value.
+    :param ignore_null_updates_column_list: only these columns keep their value on a NULL.
+    :param ignore_null_updates_except_column_list: every column but these keeps its value on a
+        NULL. The three ignore-null options are mutually exclusive (as AUTO CDC's).
     :param provided_column: ``array<string>`` column naming the data columns an event carries
         (NULL = all). ``None`` = every event carries every column.
     :param change_id_column: id shared by duplicate deliveries (tie-break of equal sequences).
@@ -126,6 +129,8 @@ class ApplyChangesSpec:
     track_history_column_list: Sequence[str] | None = None
     track_history_except_column_list: Sequence[str] | None = None
     ignore_null_updates: bool = False
+    ignore_null_updates_column_list: Sequence[str] | None = None
+    ignore_null_updates_except_column_list: Sequence[str] | None = None
     provided_column: str | None = model.PROVIDED_COL
     change_id_column: str | None = model.CHANGE_ID_COL
     commit_time_column: str | None = model.COMMIT_TIME_COL
@@ -133,7 +138,8 @@ class ApplyChangesSpec:
 
     def __post_init__(self) -> None:
         for f in ("keys", "column_list", "except_column_list", "track_history_column_list",
-                  "track_history_except_column_list"):
+                  "track_history_except_column_list", "ignore_null_updates_column_list",
+                  "ignore_null_updates_except_column_list"):
             object.__setattr__(self, f, _tuple(getattr(self, f)))
         if isinstance(self.stored_as_scd_type, str) and self.stored_as_scd_type.isdigit():
             object.__setattr__(self, "stored_as_scd_type", int(self.stored_as_scd_type))
@@ -153,6 +159,8 @@ class ApplyChangesSpec:
                 cfg.track_history_except_column_list if stored_as_scd_type == 2 else None
             ),
             ignore_null_updates=cfg.ignore_null_updates,
+            ignore_null_updates_column_list=cfg.ignore_null_updates_column_list,
+            ignore_null_updates_except_column_list=cfg.ignore_null_updates_except_column_list,
             table=cfg.name,
         )
         kwargs.update(overrides)
@@ -184,6 +192,14 @@ class ApplyChangesSpec:
             drop = set(self.except_column_list)
             cols = [c for c in cols if c not in drop]
         return cols
+
+    def ignores_null(self, column: str) -> bool:
+        """True when an upsert's NULL in ``column`` keeps the previous value (the ignore-null options)."""
+        if self.ignore_null_updates_column_list is not None:
+            return column in self.ignore_null_updates_column_list
+        if self.ignore_null_updates_except_column_list is not None:
+            return column not in self.ignore_null_updates_except_column_list
+        return bool(self.ignore_null_updates)
 
     def tracked_columns(self, schema: StructType) -> list[str]:
         """SCD2: the non-key output columns whose change opens a new version."""
@@ -237,7 +253,13 @@ class ApplyChangesSpec:
                           else "track_history_except_column_list")
             out.append(f"{t}: {field_name}: only valid with stored_as_scd_type=2")
 
-        for name in ("column_list", "except_column_list"):
+        ignore_null = [n for n in ("ignore_null_updates", "ignore_null_updates_column_list",
+                                   "ignore_null_updates_except_column_list")
+                       if getattr(self, n) not in (None, False)]
+        if len(ignore_null) > 1:
+            out.append(f"{t}: {ignore_null[1]}: give one of {', '.join(ignore_null)}, not several")
+        for name in ("column_list", "except_column_list", "ignore_null_updates_column_list",
+                     "ignore_null_updates_except_column_list"):
             for c in getattr(self, name) or ():
                 if c not in data:
                     out.append(f"{t}: {name}: unknown column {c!r} (data columns: {avail})")
@@ -302,9 +324,14 @@ class ApplyChangesSpec:
             "source": source,
             "keys": list(self.keys),
             "sequence_by": self.sequence_by,
-            "ignore_null_updates": bool(self.ignore_null_updates),
             "stored_as_scd_type": int(self.stored_as_scd_type),
         }
+        if self.ignore_null_updates_column_list is not None:
+            kwargs["ignore_null_updates_column_list"] = list(self.ignore_null_updates_column_list)
+        elif self.ignore_null_updates_except_column_list is not None:
+            kwargs["ignore_null_updates_except_column_list"] = list(self.ignore_null_updates_except_column_list)
+        else:
+            kwargs["ignore_null_updates"] = bool(self.ignore_null_updates)
         if self.apply_as_deletes is not None:
             kwargs["apply_as_deletes"] = self.apply_as_deletes
         if self.apply_as_truncates is not None and self.stored_as_scd_type == 1:
@@ -379,7 +406,7 @@ def _state(frame: DataFrame, spec: ApplyChangesSpec, schema: StructType | None =
     sel = [_c(k) for k in spec.keys]
     for c in values:
         provided = F.col("__ac_prov").isNull() | F.array_contains(F.col("__ac_prov"), F.lit(c))
-        if spec.ignore_null_updates:
+        if spec.ignores_null(c):
             provided = provided & _c(c).isNotNull()
         last_set = F.last(
             F.when(upsert & provided, F.struct(F.col(_RN).alias("n"), F.col(_SEQ).alias("s"), _c(c).alias("v"))),

@@ -89,6 +89,8 @@ class TableConfig:
     track_history_column_list: tuple[str, ...] | None = None
     track_history_except_column_list: tuple[str, ...] | None = None
     ignore_null_updates: bool = False
+    ignore_null_updates_column_list: tuple[str, ...] | None = None
+    ignore_null_updates_except_column_list: tuple[str, ...] | None = None
     tombstone_retention_days: float | None = None
     #: SCD2 gold with Delta deletion vectors (reader version 3: not readable by delta-rs). Off by default.
     deletion_vectors: bool = False
@@ -347,6 +349,10 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
     ):
         if doc.get(a) and doc.get(b):
             problems.append(f"{where(a)}: give {a} or {b}, not both")
+    ignore_null = [k for k in ("ignore_null_updates", "ignore_null_updates_column_list",
+                               "ignore_null_updates_except_column_list") if doc.get(k)]
+    if len(ignore_null) > 1:
+        problems.append(f"{where(ignore_null[1])}: give one of {', '.join(ignore_null)}, not several")
     scd_types = tuple(doc.get("scd_types") or defaults.get("scd_types") or (1, 2))
     if doc.get("sequence_by") not in (None, _DEFAULT_SEQUENCE):
         # Gold orders by the canonical sequence (the producer's LSN order, ties broken by change id);
@@ -374,7 +380,8 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         if dup:
             problems.append(f"{where('columns')}: column(s) listed twice: {', '.join(dup)}")
         for k in ("keys", "column_list", "except_column_list", "track_history_column_list",
-                  "track_history_except_column_list", "partition_cols", "cluster_by"):
+                  "track_history_except_column_list", "ignore_null_updates_column_list",
+                  "ignore_null_updates_except_column_list", "partition_cols", "cluster_by"):
             for i, col in enumerate(doc.get(k) or ()):
                 if col not in known:
                     line = lines.get((k, i), lines.get((k,), 1))
@@ -404,6 +411,8 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         track_history_column_list=tup("track_history_column_list"),
         track_history_except_column_list=tup("track_history_except_column_list"),
         ignore_null_updates=bool(doc.get("ignore_null_updates", False)),
+        ignore_null_updates_column_list=tup("ignore_null_updates_column_list"),
+        ignore_null_updates_except_column_list=tup("ignore_null_updates_except_column_list"),
         tombstone_retention_days=doc.get("tombstone_retention_days"),
         deletion_vectors=bool(doc.get("deletion_vectors", False)),
         expectations=tuple(r for r, _ in rules),

@@ -281,6 +281,9 @@ def build(
                 cdc["track_history_except_column_list"] = list(t.track_history_except_column_list)
             if t.ignore_null_updates:
                 cdc["ignore_null_updates"] = True
+            if scd == t.scd_types[0] and (t.ignore_null_updates_column_list or t.ignore_null_updates_except_column_list):
+                out.warnings.append(f"{t.file}: ignore_null_updates_(except_)column_list: dlt-meta's "
+                                    "silver_cdc_apply_changes has no per-column option; exported without it")
             row: dict[str, Any] = {
                 "data_flow_id": str(flow),
                 "data_flow_group": cfg.name,

@@ -335,7 +335,7 @@ def _partial_state(ev: DataFrame, spec: ApplyChangesSpec, values: Sequence[str])
     """One state row per (non-truncate) event of the classified frame ``ev``; see :func:`_fold`.
 
     A value column becomes ``struct(o, v)``: the event's order key and value when the event sets
-    the column (an upsert providing it; with ``ignore_null_updates`` a non-NULL one), else NULL.
+    the column (an upsert providing it; a non-NULL one where the spec ignores NULLs), else NULL.
     ``__ac_del`` is the order key of a delete; ``__ac_last`` the event's order key, whether it
     leaves the key alive, and its commit time (for tombstone retention).
     """
@@ -346,7 +346,7 @@ def _partial_state(ev: DataFrame, spec: ApplyChangesSpec, values: Sequence[str])
     cols = [_c(k) for k in spec.keys]
     for c in values:
         sets = upsert & (prov.isNull() | F.array_contains(prov, F.lit(c)))
-        if spec.ignore_null_updates:
+        if spec.ignores_null(c):
             sets = sets & _c(c).isNotNull()
         cols.append(F.when(sets, F.struct(o.alias("o"), _c(c).alias("v"))).alias(c))
     cols.append(F.when(F.col(_IS_DEL), o).alias(_DEL))
