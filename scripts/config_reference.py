@@ -88,7 +88,26 @@ def reference_markdown() -> str:
         parts.append("| field | type | default | description |\n|---|---|---|---|\n" + "\n".join(
             "| " + " | ".join(c.replace("|", "\\|") if i == 3 else c for i, c in enumerate(r)) + " |" for r in rows
         ) + "\n")
+    parts.append(options_markdown())
     return "\n".join(parts)
+
+
+def options_markdown() -> str:
+    """Each producer's ``options:`` (:attr:`sqlcdc.formats.Decoder.options`): what config loading accepts."""
+    from sqlcdc import formats
+
+    out = ["### Producer options (`options:` of a source, or of a table where marked)\n",
+           "Declared by each decoder; any other option is refused when the config loads.\n"]
+    for name in formats.available():
+        decoder = formats.get(name)
+        out.append(f"`{name}` ({decoder.label}):\n")
+        if not decoder.options:
+            out.append("none\n")
+            continue
+        rows = [f"| `{opt}` | {_type_word(dict(schema))} | {schema.get('description', '')} |"
+                for opt, schema in decoder.options.items()]
+        out.append("| option | type | description |\n|---|---|---|\n" + "\n".join(rows) + "\n")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
