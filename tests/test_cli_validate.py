@@ -164,3 +164,18 @@ def test_a_landing_folder_that_does_not_exist_is_a_problem(monkeypatch, tmp_path
         f"{p}:9: sources.b.options.metadata_landing: no such folder {tmp_path / 'meta'}",
         f"{p}:12: sources.c.landing: a file, not a folder: {tmp_path / 'afile'}",
     ]
+
+
+def test_rules_of_a_table_whose_columns_are_discovered_are_resolved_against_them(spark, tmp_path):
+    """No `columns:`: the Qlik metadata that has landed gives them, as it does in a run, so a rule
+    naming a column the table does not have is caught before any run."""
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipeline.yml").write_text(
+        f"name: p\nsources:\n  crm:\n    format: qlik\n    landing: {ROOT / 'samples' / 'qlik' / 'crm'}\n")
+    t = tmp_path / "tables" / "customers.yml"
+    t.write_text("table: dbo.customers\nexpectations:\n"
+                 "  - {name: has_email, constraint: \"EMAIL IS NOT NULL\"}\n"
+                 "  - {name: positive, constraint: \"BALANCE >= 0 AND BALANCEE < 10\"}\n")
+    problems = v.validate(tmp_path / "pipeline.yml", spark=spark)
+    assert len(problems) == 1 and problems[0].startswith(f"{t}:4: expectations[positive].constraint: ")
+    assert "BALANCEE" in problems[0]

@@ -76,3 +76,28 @@ def test_every_streaming_file_decoder_reads_through_auto_loader_on_databricks(mo
         formats.get(fmt).read_bronze(spark, source, streaming=True)
     assert [(r.format, r.options["cloudFiles.format"], r.options.get("pathGlobFilter")) for r in seen] == expected
     assert all(r.streaming and r.path == "/Volumes/main/cdc/land/s" and "fs.file.impl" not in r.options for r in seen)
+
+
+def test_one_function_reads_every_source_wherever_it_lands(monkeypatch):
+    """transport.read_bronze: topics through sqlcdc.kafka, landing folders through the decoder's
+    file layout; streaming unless the decoder reads its files as a batch (change-table exports)."""
+    from sqlcdc import kafka, transport
+    from sqlcdc.formats import cdc_ct, debezium
+
+    calls = []
+    monkeypatch.setattr(kafka, "read_bronze", lambda spark, source, streaming: calls.append(("kafka", streaming)))
+    monkeypatch.setattr(debezium.Debezium, "read_bronze",
+                        staticmethod(lambda spark, source, streaming: calls.append(("debezium files", streaming))))
+    monkeypatch.setattr(cdc_ct.ChangeTables, "read_bronze",
+                        staticmethod(lambda spark, source, streaming: calls.append(("cdc_ct files", streaming))))
+    topic = SourceConfig(name="k", format="debezium", landing=None, kafka={"bootstrap_servers": "b:9092", "topic": "t"})
+    hub = SourceConfig(name="h", format="qlik", landing=None, event_hubs={"namespace": "n", "event_hub": "e"})
+    files_ = SourceConfig(name="f", format="debezium", landing="/l")
+    ct = SourceConfig(name="c", format="cdc_ct", landing="/l")
+    for source in (topic, hub, files_, ct):
+        transport.read_bronze(None, source)
+    transport.read_bronze(None, files_, streaming=False)
+    assert calls == [("kafka", True), ("kafka", True), ("debezium files", True), ("cdc_ct files", False),
+                     ("debezium files", False)]
+    assert [transport.is_stream(s) for s in (topic, hub, files_, ct)] == [True, True, False, False]
+    assert [transport.bronze_is_streaming(s) for s in (topic, hub, files_, ct)] == [True, True, True, False]

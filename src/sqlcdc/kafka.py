@@ -54,6 +54,7 @@ from pyspark.sql import functions as F
 from sqlcdc import runtime
 from sqlcdc.config import ConfigError, SourceConfig
 from sqlcdc.formats.base import record_id
+from sqlcdc.transport import is_stream
 
 #: Bronze columns of a Kafka source, in order: the shared four, then Kafka's own.
 BRONZE_KAFKA_COLUMNS = (
@@ -285,9 +286,9 @@ def _event_hubs_options(source: SourceConfig, eh: Mapping[str, Any], env, scopes
 # --- bronze ------------------------------------------------------------------------------------------
 
 
-def is_kafka_source(source: SourceConfig) -> bool:
-    """True when ``source`` is read from Kafka or Event Hubs rather than a landing folder."""
-    return source.kafka is not None or source.event_hubs is not None
+#: True when a source is read from Kafka or Event Hubs rather than a landing folder (one definition:
+#: :func:`sqlcdc.transport.is_stream`).
+is_kafka_source = is_stream
 
 
 def bronze_frame(raw: DataFrame, value: Column | None = None) -> DataFrame:

@@ -34,7 +34,7 @@ from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
 
 from sqlcdc import apply_changes, dq_metrics, expectations, formats, model, runtime
-from sqlcdc import gold, kafka, reshape
+from sqlcdc import gold, reshape, transport
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
 from sqlcdc.formats.base import is_unreadable_file, unreadable_file_rows
 from sqlcdc.values import ColumnSpec
@@ -132,18 +132,14 @@ def declare_bronze(cfg: PipelineConfig) -> None:
 
 
 def _bronze(source: SourceConfig) -> None:
-    decoder = formats.get(source.format)
-    from_kafka = kafka.is_kafka_source(source)
     comment = f"Raw {source.format} envelopes from source {source.name}, as received."
     # A decoder that reads its landing as a batch (change-table exports: Parquet/CSV/JSON files
     # with per-file schemas) gets a materialized view; streaming tables need streaming relations.
-    define = dp.table if from_kafka or decoder.bronze_streaming else dp.materialized_view
+    define = dp.table if transport.bronze_is_streaming(source) else dp.materialized_view
 
     @define(name=source.bronze_table, comment=comment)
     def bronze() -> DataFrame:
-        if from_kafka:  # the transport is the pipeline's concern; the format the decoder's
-            return kafka.read_bronze(spark(), source)
-        return decoder.read_bronze(spark(), source)
+        return transport.read_bronze(spark(), source)
 
 
 def declare_silver(cfg: PipelineConfig) -> None:
@@ -202,7 +198,7 @@ def _holds_unreadable_files(source: SourceConfig) -> bool:
     """Whether the source's bronze can hold rows for landed files that could not be read
     (:func:`sqlcdc.formats.base.read_text_lines`): streaming reads of landing folders. Kafka
     sources land no files; change-table exports quarantine their own (:mod:`sqlcdc.formats.cdc_ct`)."""
-    return not kafka.is_kafka_source(source) and formats.get(source.format).bronze_streaming
+    return not transport.is_stream(source) and formats.get(source.format).bronze_streaming
 
 
 def _checked(decoder, table: TableConfig, cols, bronze) -> DataFrame:

@@ -176,7 +176,7 @@ def key_discovery_problems(cfg: PipelineConfig, spark: Any = None, *, start_spar
     (``sqlcdc.formats.ces.columns_for``); without Spark (``--no-sql``) that check is skipped. No
     usable event yet is not a problem -- a run waits for one (its events stay in quarantine) -- and
     goes to ``notes``, as does a Kafka or Event Hubs source (validate does not read topics)."""
-    from sqlcdc import kafka
+    from sqlcdc import transport
     from sqlcdc.formats.base import local_path
 
     problems: list[str] = []
@@ -185,7 +185,7 @@ def key_discovery_problems(cfg: PipelineConfig, spark: Any = None, *, start_spar
         if t.source.format != "ces" or t.keys:
             continue
         where = f"{t.file or 'table config'}:1: keys"
-        if kafka.is_kafka_source(t.source):
+        if transport.is_stream(t.source):
             notes.append(f"{where}: {t.qualified} takes its keys from the pkkey of its events in the topic when a run "
                          "starts (validate does not read topics); until one lands, its events wait in quarantine")
             continue
@@ -259,7 +259,8 @@ def expression_problems(cfg: PipelineConfig, spark) -> list[str]:
     parser = spark._jsparkSession.sessionState().sqlParser()
     with _quiet_pyspark():
         for t in cfg.tables:
-            frame = _silver_frame(spark, parser, t) if t.columns else None
+            cols = _known_columns(spark, parser, t) if t.expectations else None
+            frame = _silver_frame(spark, cols, t.keys) if cols else None
             checks = [
                 (rule["constraint"], at, f"expectations[{rule['name']}].constraint", True)
                 for rule, at in zip(t.expectations, t.expectation_sources)
@@ -331,11 +332,33 @@ def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _silver_frame(spark, parser, t: TableConfig):
+def _known_columns(spark, parser, t: TableConfig) -> list[tuple[str, str]] | None:
+    """The table's (name, Spark type) columns: from ``columns:``, else discovered from what has
+    landed as a run discovers them (Debezium schemas, Qlik metadata, CES ``eventsource``), else
+    None (a Kafka source, or nothing landed yet: the rules are then only parsed)."""
+    if t.columns:
+        return [(c["name"], _spark_type(parser, t, c, i)) for i, c in enumerate(t.columns, start=1)]
+    from sqlcdc import formats, transport
+
+    if transport.is_stream(t.source) or not t.source.landing:
+        return None
+    try:
+        specs = formats.get(t.source.format).columns_for(t, t.source, spark)
+    except Exception:  # not discoverable yet (NotYetDiscovered) or unreadable: key discovery reports it
+        return None
+    out = []
+    for c in specs:
+        try:
+            out.append((c.name, parser.parseDataType(c.spark_type).catalogString()))
+        except Exception:
+            out.append((c.name, "string"))
+    return out or None
+
+
+def _silver_frame(spark, cols: list[tuple[str, str]], keys):
     """An empty frame with the table's columns at top level plus the canonical change columns."""
-    cols = [(c["name"], _spark_type(parser, t, c, i)) for i, c in enumerate(t.columns, start=1)]
     struct = "struct<" + ", ".join(f"{_q(n)}: {ty}" for n, ty in cols) + ">"
-    key_cols = [(n, ty) for n, ty in cols if n in t.keys] or cols[:1]
+    key_cols = [(n, ty) for n, ty in cols if n in keys] or cols[:1]
     key_struct = "struct<" + ", ".join(f"{_q(n)}: {ty}" for n, ty in key_cols) + ">"
     names = {n.lower() for n, _ in cols}
     fields = [f"{_q(n)} {ty}" for n, ty in cols]

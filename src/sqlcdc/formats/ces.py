@@ -575,10 +575,9 @@ def _shapes(bronze: DataFrame, table: TableConfig) -> list[Any]:
 
 def _discover(table: TableConfig, source: SourceConfig, spark: SparkSession) -> dict[str, Any]:
     """Columns, their first commit position and keys from the landed events (see :func:`columns_for`)."""
-    from sqlcdc import kafka
+    from sqlcdc import transport
 
-    reader = kafka.read_bronze if kafka.is_kafka_source(source) else read_bronze
-    shapes = sorted(_shapes(reader(spark, source, streaming=False), table), key=lambda r: (r["first"]["lsn"], r["first"]["seq"]))
+    shapes = sorted(_shapes(transport.read_bronze(spark, source, streaming=False), table), key=lambda r: (r["first"]["lsn"], r["first"]["seq"]))
     cols: list[Any] = []
     first_seen: dict[str, tuple[str, int]] = {}
     keys: list[str] = []

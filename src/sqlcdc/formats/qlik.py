@@ -958,10 +958,10 @@ def discover(spark: SparkSession, source: SourceConfig) -> DataFrame:
     few and small); folders that do not exist yet give no versions. A Kafka source is scanned on
     its topic(s) instead (a batch read of what is there now).
     """
-    from sqlcdc import kafka
+    from sqlcdc import transport
 
-    if kafka.is_kafka_source(source):
-        return metadata_versions(_metadata_parsed(kafka.read_bronze(spark, source, streaming=False)))
+    if transport.is_stream(source):
+        return metadata_versions(_metadata_parsed(transport.read_bronze(spark, source, streaming=False)))
     paths = [p for p in (source.landing, metadata_landing(source)) if p]
     frames = []
     for p in paths:
