@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sqlcdc.names import quote
+
 if TYPE_CHECKING:
     from sqlcdc.apply_changes import ApplyChangesSpec
 
@@ -28,9 +30,8 @@ __all__ = ["SEQ", "RANK", "CID", "IS_DEL", "IS_TRUNC", "classified", "q", "col"]
 SEQ, RANK, CID, IS_DEL, IS_TRUNC = "__ac_seq", "__ac_rank", "__ac_cid", "__ac_is_del", "__ac_is_trunc"
 
 
-def q(name: str) -> str:
-    """Quote an identifier for Spark (names are data: never paste them unquoted)."""
-    return "`" + name.replace("`", "``") + "`"
+#: Quote an identifier for Spark (names are data: never paste them unquoted): :func:`sqlcdc.names.quote`.
+q = quote
 
 
 def col(name: str) -> Column:

@@ -47,6 +47,7 @@ from typing import Any
 
 from sqlcdc import formats
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig
+from sqlcdc.names import quote
 
 META_COLUMNS = ("_op", "_sequence", "_commit_time")
 _ACTION_KEY = {"warn": "expect", "drop": "expect_or_drop", "fail": "expect_or_fail", "quarantine": "expect_or_quarantine"}
@@ -70,10 +71,6 @@ class Export:
 
 def _lit(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _json_path(name: str) -> str:
@@ -101,7 +98,7 @@ def transformation(table: TableConfig) -> tuple[list[str], list[str]]:
         op = j(".op")
         values = [
             _cast(f"CASE WHEN {op} = 'd' THEN {j('.before' + _json_path(c['name']))} ELSE {j('.after' + _json_path(c['name']))} END", c)
-            + f" AS {_q(c['name'])}"
+            + f" AS {quote(c['name'])}"
             for c in columns
         ]
         meta = [
@@ -120,7 +117,7 @@ def transformation(table: TableConfig) -> tuple[list[str], list[str]]:
         values = [
             _cast(f"CASE WHEN {op} = 'DELETE' THEN coalesce({j('.beforeData' + _json_path(c['name']))}, "
                   f"{j('.data' + _json_path(c['name']))}) ELSE {j('.data' + _json_path(c['name']))} END", c)
-            + f" AS {_q(c['name'])}"
+            + f" AS {quote(c['name'])}"
             for c in columns
         ]
         meta = [
@@ -139,7 +136,7 @@ def transformation(table: TableConfig) -> tuple[list[str], list[str]]:
 
         values = [
             _cast(f"CASE WHEN {op} = 'DEL' THEN {row('old', c['name'])} ELSE {row('current', c['name'])} END", c)
-            + f" AS {_q(c['name'])}"
+            + f" AS {quote(c['name'])}"
             for c in columns
         ]
         meta = [
@@ -151,7 +148,7 @@ def transformation(table: TableConfig) -> tuple[list[str], list[str]]:
         where = [f"{op} IS NOT NULL", f"get_json_object({data}, '$.eventsource.schema') = {schema}",
                  f"get_json_object({data}, '$.eventsource.tbl') = {name}"]
     else:  # cdc_ct: exported change-table rows, one column per source column plus the __$ columns
-        values = [_cast(_q(c["name"]), c) + f" AS {_q(c['name'])}" for c in columns]
+        values = [_cast(quote(c["name"]), c) + f" AS {quote(c['name'])}" for c in columns]
         meta = [
             "CASE cast(`__$operation` AS int) WHEN 1 THEN 'DELETE' WHEN 2 THEN 'INSERT' WHEN 4 THEN 'UPDATE' END AS _op",
             "concat_ws(':', lower(`__$start_lsn`), lpad(cast(`__$command_id` AS string), 10, '0')) AS _sequence",

@@ -60,6 +60,7 @@ from pyspark.sql import functions as F
 from sqlcdc import model
 from sqlcdc.assets import SCHEMAS_DIR
 from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.names import quote
 from sqlcdc.values import ColumnSpec
 
 if TYPE_CHECKING:
@@ -86,14 +87,10 @@ class Rule:
             raise ValueError(f"rule {self.name!r}: action {self.action!r} is not one of {', '.join(ACTIONS)}")
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def default_rules(table: TableConfig) -> list[Rule]:
     """The rules every table gets (see the module doc)."""
     if table.keys:
-        key_sql = " AND ".join(f"key.{_q(k)} IS NOT NULL" for k in table.keys)
+        key_sql = " AND ".join(f"key.{quote(k)} IS NOT NULL" for k in table.keys)
     else:  # key columns come from the producer: no field of `key` may be NULL
         key_sql = (
             "key IS NOT NULL AND NOT exists(map_values(from_json(to_json(key, map('ignoreNullFields', 'false')),"
@@ -129,7 +126,7 @@ def column_rules(table: TableConfig, columns: Iterable[Any]) -> list[Rule]:
     specs = [c for c in columns if isinstance(c, ColumnSpec)]
     unknown = formats.get(table.source.format).unknown_types
     return [
-        Rule(f"unknown_type_{name}", f"{_q(name)} IS NULL", "warn",
+        Rule(f"unknown_type_{name}", f"{quote(name)} IS NULL", "warn",
              f"source type {source_type!r} of column {name} is not known to sqlcdc: its values are kept as text")
         for name, source_type in unknown(specs)
     ]

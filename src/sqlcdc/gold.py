@@ -49,6 +49,7 @@ from pyspark.sql.types import StructType
 from sqlcdc import formats, incremental, lsn, model, reshape
 from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec
 from sqlcdc.config import PipelineConfig, TableConfig
+from sqlcdc.names import quote
 
 __all__ = ["Applied", "apply_all", "apply_table", "gold_parts", "GOLD_CONF", "AFTER_RUN"]
 
@@ -288,5 +289,4 @@ def _register(spark: SparkSession, warehouse: Path, names: list[str]) -> None:
         return
     for name in names:
         location = str(tables_dir(warehouse) / name).replace("\\", "\\\\").replace("'", "\\'")
-        quoted = "`" + name.replace("`", "``") + "`"
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {quoted} USING delta LOCATION '{location}'")
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(name)} USING delta LOCATION '{location}'")

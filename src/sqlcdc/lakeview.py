@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlcdc.config import PipelineConfig
+from sqlcdc.names import quote
 
 __all__ = ["QUARANTINE_DATASET", "quarantine_query", "with_config", "stale_problems"]
 
@@ -28,13 +29,9 @@ QUARANTINE_DATASET = "quarantine_samples"
 _COLUMNS = "source_name, bronze_ingest_time, table_name, array_join(rules, ', ') AS rules, reason, bronze_file, bronze_record_id, raw"
 
 
-def _ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def quarantine_query(cfg: PipelineConfig, *, limit: int = 200) -> list[str]:
     """The quarantine samples query: the latest ``limit`` rows over every source's quarantine table."""
-    branches = [f"SELECT {_COLUMNS} FROM {_ident(s.quarantine_table)}"
+    branches = [f"SELECT {_COLUMNS} FROM {quote(s.quarantine_table)}"
                 for s in sorted(cfg.sources.values(), key=lambda s: s.name)]
     lines = ["SELECT * FROM ("]
     for i, branch in enumerate(branches):

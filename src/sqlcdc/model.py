@@ -43,6 +43,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType, TimestampType
 
 from sqlcdc import lsn
+from sqlcdc.names import quote
 
 INSERT, UPDATE, DELETE, SNAPSHOT, TRUNCATE = "INSERT", "UPDATE", "DELETE", "SNAPSHOT", "TRUNCATE"
 OPERATIONS = (INSERT, UPDATE, DELETE, SNAPSHOT, TRUNCATE)
@@ -228,7 +229,7 @@ def apply_frame_schema(columns: Sequence) -> StructType:
 
     Known without analysing a DataFrame, which SDP forbids inside a query function.
     """
-    ddl = ", ".join(f"`{c.name}` {c.spark_type}" for c in columns)
+    ddl = ", ".join(f"{quote(c.name)} {c.spark_type}" for c in columns)
     data = DataType.fromDDL(ddl) if ddl else StructType([])
     assert isinstance(data, StructType)
     return StructType(

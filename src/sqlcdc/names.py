@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DELTA_BAD_NAME_CHARS", "DELTA_BAD_NAME_RE", "unstorable"]
+__all__ = ["DELTA_BAD_NAME_CHARS", "DELTA_BAD_NAME_RE", "quote", "unstorable"]
 
 #: Characters Delta Lake refuses in a column name (plus the backtick, which SQL cannot quote back).
 #: Silver and gold keep the source's column names, so a column holding one cannot land: the
@@ -18,3 +18,13 @@ def unstorable(name: str) -> bool:
     (True, False)
     """
     return any(ch in name for ch in DELTA_BAD_NAME_CHARS)
+
+
+def quote(name: str) -> str:
+    """``name`` as a Spark SQL identifier: backticks, an inner backtick doubled. Names come from
+    config and producer metadata -- data, never pasted into SQL unquoted. The one quoting function.
+
+    >>> quote("order date"), quote("a`b")
+    ('`order date`', '`a``b`')
+    """
+    return "`" + name.replace("`", "``") + "`"

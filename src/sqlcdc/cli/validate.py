@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sqlcdc.config import ConfigError, PipelineConfig, TableConfig, load_pipeline
+from sqlcdc.names import quote
 
 NAME = "validate"
 HELP = "Check configs, expectation SQL, referenced columns and the Databricks bundle; exit 1 on any problem."
@@ -328,10 +329,6 @@ def _spark_type(parser, t: TableConfig, column: dict, ordinal: int) -> str:
         return "string"
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _known_columns(spark, parser, t: TableConfig) -> list[tuple[str, str]] | None:
     """The table's (name, Spark type) columns: from ``columns:``, else discovered from what has
     landed as a run discovers them (Debezium schemas, Qlik metadata, CES ``eventsource``), else
@@ -357,11 +354,11 @@ def _known_columns(spark, parser, t: TableConfig) -> list[tuple[str, str]] | Non
 
 def _silver_frame(spark, cols: list[tuple[str, str]], keys):
     """An empty frame with the table's columns at top level plus the canonical change columns."""
-    struct = "struct<" + ", ".join(f"{_q(n)}: {ty}" for n, ty in cols) + ">"
+    struct = "struct<" + ", ".join(f"{quote(n)}: {ty}" for n, ty in cols) + ">"
     key_cols = [(n, ty) for n, ty in cols if n in keys] or cols[:1]
-    key_struct = "struct<" + ", ".join(f"{_q(n)}: {ty}" for n, ty in key_cols) + ">"
+    key_struct = "struct<" + ", ".join(f"{quote(n)}: {ty}" for n, ty in key_cols) + ">"
     names = {n.lower() for n, _ in cols}
-    fields = [f"{_q(n)} {ty}" for n, ty in cols]
+    fields = [f"{quote(n)} {ty}" for n, ty in cols]
     extra = {**_CANONICAL, "key": key_struct, "before": struct, "after": struct}
-    fields += [f"{_q(n)} {ty}" for n, ty in extra.items() if n.lower() not in names]
+    fields += [f"{quote(n)} {ty}" for n, ty in extra.items() if n.lower() not in names]
     return spark.createDataFrame([], ", ".join(fields))
