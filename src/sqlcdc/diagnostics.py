@@ -52,16 +52,29 @@ def validator(schema_file: str) -> Draft202012Validator:
 
 
 def line_index(text: str) -> dict[tuple, int]:
-    """Map field paths (tuples of keys/indexes) to 1-based line numbers in a YAML document."""
+    """Map field paths (tuples of keys/indexes) to 1-based line numbers in a YAML document (a key
+    given twice maps to its last line, the one YAML keeps)."""
+    return _walk(text)[0]
+
+
+def _walk(text: str) -> tuple[dict[tuple, int], list[tuple[tuple, int, int]]]:
+    """One pass over the composed document: the line index, and every key given twice in one
+    mapping as (field path, its line, the line it was first given on)."""
     index: dict[tuple, int] = {}
+    twice: list[tuple[tuple, int, int]] = []
 
     def walk(node, path):
         index[path] = node.start_mark.line + 1
         if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
             for k, v in node.value:
-                index[path + (k.value,)] = k.start_mark.line + 1
+                line = k.start_mark.line + 1
+                if k.value in seen:
+                    twice.append((path + (k.value,), line, seen[k.value]))
+                seen.setdefault(k.value, line)
+                index[path + (k.value,)] = line
                 walk(v, path + (k.value,))
-                index[path + (k.value,)] = k.start_mark.line + 1
+                index[path + (k.value,)] = line
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
                 walk(item, path + (i,))
@@ -69,13 +82,15 @@ def line_index(text: str) -> dict[tuple, int]:
     try:
         root = yaml.compose(text)
     except yaml.YAMLError:
-        return index
+        return index, twice
     if root is not None:
         walk(root, ())
-    return index
+    return index, twice
 
 
 def read_yaml(path: Path, problems: list[str]) -> tuple[Any, dict[tuple, int]]:
+    """The document at ``path`` and its line index; what cannot be read, and keys given twice
+    (YAML loaders keep the last silently), go to ``problems``."""
     try:
         text = path.read_text()
     except OSError as e:
@@ -88,36 +103,10 @@ def read_yaml(path: Path, problems: list[str]) -> tuple[Any, dict[tuple, int]]:
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problems.append(f"{where}: not valid YAML: {getattr(e, 'problem', e)}")
         return None, {}
-    problems += _duplicate_keys(text, path)
-    return data, line_index(text)
-
-
-def _duplicate_keys(text: str, path: Path) -> list[str]:
-    """A key given twice in one mapping: YAML loaders keep the last silently, so say so."""
-    out: list[str] = []
-
-    def walk(node, keys: tuple) -> None:
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
-            for k, v in node.value:
-                line = k.start_mark.line + 1
-                if k.value in seen:
-                    out.append(f"{path}:{line}: {fmt_path(keys + (k.value,))}: given twice (first on line "
-                               f"{seen[k.value]}); YAML would keep only this one")
-                else:
-                    seen[k.value] = line
-                walk(v, keys + (k.value,))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, keys + (i,))
-
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        return []
-    if root is not None:
-        walk(root, ())
-    return out
+    index, twice = _walk(text)
+    problems += [f"{path}:{line}: {fmt_path(keys)}: given twice (first on line {first}); YAML would keep only this one"
+                 for keys, line, first in twice]
+    return data, index
 
 
 def fmt_path(path: Iterable) -> str:
