@@ -8,13 +8,11 @@ import json
 from decimal import Decimal
 
 import pytest
-from pyspark.sql import functions as F
 
 from debezium_events import customer, event, line, lsn, seed_event
 from sqlcdc import model
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import base, debezium
-from sqlcdc.values import ColumnSpec
 
 SOURCE = SourceConfig(name="inventory", format="debezium", landing=None)
 CUSTOMERS = TableConfig(name="customers", source=SOURCE, schema="dbo", table="customers", keys=("id",))

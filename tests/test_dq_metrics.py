@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from dq_feed import RUN1, RUN2, build_warehouse, pipeline_config
+from dq_feed import RUN1, RUN2, build_warehouse
 from sqlcdc import dq_metrics
 from sqlcdc.summary import Balance
 

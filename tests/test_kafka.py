@@ -600,8 +600,8 @@ def test_qlik_confluent_avro_data_messages_decode_to_the_same_silver_as_their_js
     metadata = (qlik_dir / "01_metadata_v1.jsonl").read_text().splitlines()[0]
     records = []
     for name in ("02_full_load.jsonl", "03_cdc.jsonl"):
-        for line in (qlik_dir / name).read_text().splitlines():
-            doc = json.loads(line)
+        for text in (qlik_dir / name).read_text().splitlines():
+            doc = json.loads(text)
             msg = doc.get("message", doc) if doc.get("magic") else doc
             if "headers" not in msg or not isinstance(msg.get("headers"), dict):
                 continue  # a metadata message

@@ -32,6 +32,7 @@ from sqlcdc.apply_changes import ApplyChangesSpec, scd1, scd2
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import NotYetDiscovered
 from sqlcdc.formats import _schema_check, base, qlik
+from sqlcdc.formats._masks import mask_has, mask_ordinals
 from sqlcdc.values import ColumnSpec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "qlik" / "customers"
@@ -84,7 +85,7 @@ def customers(spark):
 
 def test_mask_0B_decodes_to_ordinals_1_2_4(spark):
     """The seed: "Si le masque UPDATE est 0B hexadécimal, soit 1011 binaire ... ordinaux 1, 2 et 4"."""
-    got = spark.range(1).select(qlik.mask_ordinals(F.lit("0B")).alias("o")).first()["o"]
+    got = spark.range(1).select(mask_ordinals(F.lit("0B"), "little").alias("o")).first()["o"]
     assert got == [1, 2, 4]
 
 
@@ -99,11 +100,25 @@ def test_mask_0B_decodes_to_ordinals_1_2_4(spark):
         ("7", "little", [1, 2, 3]),  # odd length: a leading 0
         ("", "little", []),
         ("80", "little", [8]),
+        ("0201", "big", [1, 10]),  # as sys.fn_cdc_is_bit_set reads a change table's __$update_mask
+        (" 0x", "little", []),  # not hex digits: nothing set, never an error
     ],
 )
 def test_mask_byte_order(spark, mask, order, expected):
-    got = spark.range(1).select(qlik.mask_ordinals(F.lit(mask), order).alias("o")).first()["o"]
+    got = spark.range(1).select(mask_ordinals(F.lit(mask), order).alias("o")).first()["o"]
     assert got == expected
+
+
+def test_mask_has_is_false_not_null_outside_the_mask(spark):
+    row = spark.range(1).select(
+        mask_has(F.lit(None).cast("string"), 1, "little").alias("null_mask"),
+        mask_has(F.lit("FF"), 9, "big").alias("beyond"),
+        mask_has(F.lit("FF"), 0, "big").alias("ordinal_0"),
+        mask_has(F.lit("ff"), 8, "big").alias("last"),
+    ).first()
+    assert row.asDict() == {"null_mask": False, "beyond": False, "ordinal_0": False, "last": True}
+    with pytest.raises(ValueError, match="byte order"):
+        mask_has(F.lit("01"), 1, "middle")  # type: ignore[arg-type]
 
 
 # --- types -----------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def _needs_engine(name: str, missing: str):
               file=sys.stderr)
         return 2
 
-    return types.SimpleNamespace(NAME=name, HELP=f"(needs Spark: pip install 'sqlcdc[local]')",
+    return types.SimpleNamespace(NAME=name, HELP="(needs Spark: pip install 'sqlcdc[local]')",
                                  add_arguments=lambda p: p.add_argument("rest", nargs=argparse.REMAINDER),
                                  main=main)
 

@@ -170,6 +170,7 @@ from pyspark.sql.types import StructType
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder
+from sqlcdc.formats._masks import mask_has
 from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, landed_files_reader, local_path, one_json_value, record_id
 from sqlcdc.values import ColumnSpec, commit_time, typed_struct
 
@@ -760,23 +761,9 @@ def binary_hex(raw: Column, prefer_base64: bool | Column = False) -> Column:
     )
 
 
-def mask_bit(mask_hex: Column, ordinal: int) -> Column:
-    """``sys.fn_cdc_is_bit_set(ordinal, mask)`` on the mask's hex digits (False when too short).
-
-    Example: mask ``0x0201`` over ten columns sets ordinal 1 (last byte ``01``, bit 0) and
-    ordinal 10 (first byte ``02``, bit 1)::
-
-        df.select(mask_bit(F.lit("0201"), 10))   # true
-    """
-    k, bit = (ordinal - 1) // 8, (ordinal - 1) % 8
-    n = F.length(mask_hex)
-    byte = F.conv(mask_hex.substr(n - F.lit(2 * k + 1), F.lit(2)), 16, 10).cast("int")
-    return F.coalesce((n >= 2 * (k + 1)) & (byte.bitwiseAND(F.lit(1 << bit)) != 0), F.lit(False))
-
-
 def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
     """The names of the columns whose mask bit is set, in column order; NULL when no mask."""
-    flagged = F.array(*[F.when(mask_bit(mask_hex, c.ordinal or i), F.lit(c.name)) for i, c in enumerate(columns, 1)])
+    flagged = F.array(*[F.when(mask_has(mask_hex, c.ordinal or i, "big"), F.lit(c.name)) for i, c in enumerate(columns, 1)])
     return F.when(mask_hex.isNotNull(), F.filter(flagged, lambda x: x.isNotNull()))
 
 
@@ -949,7 +936,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
 
     # LOBs: NULL in operation 3 (or 4) with a clear mask bit = not provided (see the module docstring).
     def unchanged(c: ColumnSpec, i: int) -> Column:
-        return cm.isNotNull() & ~mask_bit(cm, c.ordinal or i)
+        return cm.isNotNull() & ~mask_has(cm, c.ordinal or i, "big")
 
     before_fields, not_provided = [], []
     for i, c in enumerate(columns, start=1):

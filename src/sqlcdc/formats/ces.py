@@ -98,6 +98,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
+from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
 from sqlcdc.formats.base import bronze_columns, read_text_lines
 from sqlcdc.transport.files import file_read, open_files
 from sqlcdc.values import ColumnSpec, commit_time, typed_struct, typed_value, value_error
@@ -130,93 +131,6 @@ AVRO_SCHEMA = StructType(
         StructField("data", BinaryType()),
     ]
 )
-
-# ----------------------------------------------------------------------------- SQL Server types
-
-_TYPE_RE = re.compile(r"^\s*([a-z][a-z0-9_ ]*?)\s*(?:\(\s*([^)]*?)\s*\))?\s*$")
-_SIMPLE: dict[str, tuple[str, str]] = {
-    "int": ("int", "text"),
-    "bigint": ("bigint", "text"),
-    "smallint": ("smallint", "text"),
-    "tinyint": ("smallint", "text"),  # 0..255 does not fit Spark's signed tinyint
-    "bit": ("boolean", "text"),
-    "money": ("decimal(19,4)", "text"),
-    "smallmoney": ("decimal(10,4)", "text"),
-    "real": ("float", "text"),
-    "date": ("date", "text"),
-    "time": ("string", "text"),  # Delta has no TIME type: kept as SQL Server's text
-    "datetime": ("timestamp_ntz", "text"),
-    "datetime2": ("timestamp_ntz", "text"),
-    "smalldatetime": ("timestamp_ntz", "text"),
-    "datetimeoffset": ("timestamp", "text"),
-    "char": ("string", "text"),
-    "varchar": ("string", "text"),
-    "nchar": ("string", "text"),
-    "nvarchar": ("string", "text"),
-    "text": ("string", "text"),
-    "ntext": ("string", "text"),
-    "uniqueidentifier": ("string", "text"),
-    "xml": ("string", "text"),
-    "binary": ("binary", "hex"),
-    "varbinary": ("binary", "hex"),
-    "image": ("binary", "hex"),
-    "rowversion": ("binary", "hex"),
-    "timestamp": ("binary", "hex"),  # SQL Server's `timestamp` is rowversion, not a date
-    "sysname": ("string", "text"),
-}
-_LOB_TYPES = {"text", "ntext", "image", "xml"}
-
-
-def _known(sql_type: str) -> bool:
-    m = _TYPE_RE.match(sql_type.lower())
-    return bool(m) and (m.group(1) in _SIMPLE or m.group(1) in ("decimal", "numeric", "float"))
-
-
-def spec_for_sql_type(name: str, sql_type: str, *, ordinal: int | None = None, lob: bool | None = None) -> ColumnSpec:
-    """The :class:`ColumnSpec` for a column of SQL Server type ``sql_type`` (as CES names it).
-
-    Unknown types (``geography``, ``hierarchyid``, ``sql_variant`` ...) stay strings; see
-    :func:`unknown_types`. Binary values are read as hex text (``0x`` optional).
-
-    >>> spec_for_sql_type("price", "decimal(10,2)").spark_type
-    'decimal(10,2)'
-    >>> spec_for_sql_type("body", "nvarchar(max)").lob
-    True
-    """
-    m = _TYPE_RE.match(sql_type.lower())
-    base, args = (m.group(1).strip(), (m.group(2) or "").replace(" ", "")) if m else ("", "")
-    is_lob = args == "max" or base in _LOB_TYPES
-    if base in ("decimal", "numeric"):
-        parts = [p for p in args.split(",") if p] if args else []
-        p = int(parts[0]) if parts and parts[0].isdigit() else 18
-        s = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-        spark_type, enc = f"decimal({min(p, 38)},{min(s, min(p, 38))})", "text"
-    elif base == "float":
-        spark_type = "float" if args.isdigit() and int(args) <= 24 else "double"
-        enc = "text"
-    elif base in _SIMPLE:
-        spark_type, enc = _SIMPLE[base]
-    else:
-        spark_type, enc = "string", "text"
-    return ColumnSpec(
-        name=name,
-        spark_type=spark_type,
-        encoding=enc,
-        lob=is_lob if lob is None else bool(lob),
-        ordinal=ordinal,
-        source_type=sql_type,
-    )
-
-
-def unknown_types(columns: Iterable[ColumnSpec]) -> list[tuple[str, str]]:
-    """``(column, source type)`` of columns whose SQL Server type sqlcdc does not know: they are
-    kept as strings, and this is what DQ metrics report.
-
-    >>> unknown_types([spec_for_sql_type("shape", "geography"), spec_for_sql_type("id", "int")])
-    [('shape', 'geography')]
-    """
-    return [(c.name, c.source_type) for c in columns if c.source_type and not _known(c.source_type)]
-
 
 # ----------------------------------------------------------------------------- options
 

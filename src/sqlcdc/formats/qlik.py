@@ -119,7 +119,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from functools import lru_cache
@@ -138,6 +137,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig, resolve_path
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
+from sqlcdc.formats._masks import BYTE_ORDERS, mask_has
 from sqlcdc.formats.base import BRONZE_SCHEMA, read_text_lines, record_id
 from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, typed_struct
 
@@ -218,42 +218,6 @@ def spec_for(
         return ColumnSpec(name, t, enc, lob=lob, ordinal=ordinal, source_type=qlik_type)
     log.warning("qlik: column %s has type %r, unknown to sqlcdc: kept as string", name, qlik_type)
     return ColumnSpec(name, "string", ordinal=ordinal, source_type=qlik_type)
-
-
-# --- masks ---------------------------------------------------------------------------------------
-
-
-def _mask_bytes(mask: Column, byte_order: str = "little") -> Column:
-    """Hex mask -> even-length upper-case hex whose first byte holds ordinals 1-8."""
-    digits = F.upper(F.trim(mask))
-    even = F.when(F.length(digits) % 2 == 1, F.concat(F.lit("0"), digits)).otherwise(digits)
-    if byte_order == "little":
-        return even
-    if byte_order == "big":
-        # reverse the byte pairs: "0102" -> "0201"
-        pairs = F.transform(F.sequence(F.lit(0), (F.length(even) / 2 - 1).cast("int")), lambda i: F.substring(even, i * 2 + 1, 2))
-        return F.when(F.length(even) > 0, F.array_join(F.reverse(pairs), "")).otherwise(even)
-    raise ValueError(f"mask_byte_order must be 'little' or 'big', not {byte_order!r}")
-
-
-def mask_has(mask: Column, ordinal: Column, byte_order: str = "little") -> Column:
-    """True when the (1-based) ``ordinal``'s bit is set in the hex ``mask``; False beyond its end.
-
-    >>> # 0B = 0000 1011: bits 0, 1, 3 -> ordinals 1, 2, 4
-    >>> # mask_has(F.lit("0B"), F.lit(4)) -> True; mask_has(F.lit("0B"), F.lit(3)) -> False
-    """
-    b = _mask_bytes(mask, byte_order)
-    index = ordinal - 1
-    byte_hex = F.substring(b, (F.floor(index / 8) * 2 + 1).cast("int"), 2)
-    value = F.conv(byte_hex, 16, 10).cast("int")
-    bit = value.bitwiseAND(F.pow(F.lit(2), index % 8).cast("int")) != 0
-    return F.coalesce((index >= 0) & (F.floor(index / 8) * 2 < F.length(b)) & bit, F.lit(False))
-
-
-def mask_ordinals(mask: Column, byte_order: str = "little") -> Column:
-    """``array<int>`` of the ordinals whose bit is set, ascending. ``0B`` -> ``[1, 2, 4]``."""
-    b = _mask_bytes(mask, byte_order)
-    return F.filter(F.sequence(F.lit(1), F.greatest(F.length(b) * 4, F.lit(1))), lambda o: mask_has(mask, o, byte_order))
 
 
 # --- parsing and validation ----------------------------------------------------------------------
@@ -1082,7 +1046,7 @@ class Qlik(Decoder):
     options = {
         "glob": {"type": "string", "description": "landed file names to read (Hadoop glob)"},
         "metadata_landing": {"type": "string", "description": "a second folder holding the metadata messages"},
-        "mask_byte_order": {"enum": ["little", "big"], "description": "byte order of changeMask/columnMask"},
+        "mask_byte_order": {"enum": list(BYTE_ORDERS), "description": "byte order of changeMask/columnMask"},
         "path_regex": {"type": "string", "description": "(table) the landed files of this table"},
     }
     read_bronze = staticmethod(read_bronze)
