@@ -29,9 +29,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc.apply_changes import ApplyChangesSpec, scd1, scd2
-from sqlcdc import incremental
-from sqlcdc.incremental import merge_scd1, merge_scd2
+from sqlcdc.gold import ApplyChangesSpec, scd1, scd2
+from sqlcdc.gold import incremental
+from sqlcdc.gold import merge_scd1, merge_scd2
 from sqlcdc.runtime import local_spark
 
 

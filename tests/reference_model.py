@@ -1,7 +1,7 @@
 """A small, independent reference model of gold apply-changes, written plainly in Python.
 
 No Spark, no cleverness: de-duplicate by change id, sort, then walk the events one by one with a
-dict of current rows and a list of SCD2 versions. The Spark engine (``sqlcdc.apply_changes``)
+dict of current rows and a list of SCD2 versions. The Spark engine (``sqlcdc.gold``)
 must give the same tables for any permutation, duplication or split of the same events.
 
 An event is a dict::

@@ -14,8 +14,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec, scd1, scd2
-from sqlcdc.incremental import merge_scd1, merge_scd2
+from sqlcdc.gold import END_AT, START_AT, ApplyChangesSpec, scd1, scd2
+from sqlcdc.gold import merge_scd1, merge_scd2
 from sqlcdc.config import ConfigError
 from sqlcdc.lsn import SEQUENCE_TYPE
 
@@ -389,7 +389,7 @@ def test_incremental_runs_equal_recompute(spark, tmp_path):
 def test_incremental_scd1_state_compaction_keeps_the_tables(spark, tmp_path, monkeypatch):
     # The SCD1 key state is append-only and folded on read; compaction (forced here after every
     # batch) rewrites it as one row per key and must not change what the next batches give.
-    from sqlcdc import incremental
+    from sqlcdc.gold import incremental
 
     monkeypatch.setattr(incremental, "_STATE_MAX_FILES", 0)
     batches = [
@@ -465,19 +465,19 @@ def test_incremental_same_batch_applied_twice_gives_the_same_tables(spark, tmp_p
 def test_incremental_scd2_batch_delivered_again_after_a_run_stopped_before_the_target(spark, tmp_path, monkeypatch):
     # A run that appended the log and the key state but stopped before the target MERGE: the
     # state is ahead of the target, so the redelivered batch must route its keys through the log.
-    from sqlcdc import incremental
+    from sqlcdc.gold import delta_io
 
     target = str(tmp_path / "scd2")
     merge_scd2(spark, target, frame(spark, BATCHES[0]), SPEC2)
-    real = incremental._replace_keys
+    real = delta_io.replace_keys
 
     def stop(*a, **k):
         raise RuntimeError("stopped before the target")
 
-    monkeypatch.setattr(incremental, "_replace_keys", stop)
+    monkeypatch.setattr(delta_io, "replace_keys", stop)
     with pytest.raises(RuntimeError):
         merge_scd2(spark, target, frame(spark, BATCHES[2]), SPEC2)
-    monkeypatch.setattr(incremental, "_replace_keys", real)
+    monkeypatch.setattr(delta_io, "replace_keys", real)
     merge_scd2(spark, target, frame(spark, BATCHES[2]), SPEC2)
     merge_scd2(spark, target, frame(spark, BATCHES[1]), SPEC2)
     everything = frame(spark, [e for b in BATCHES for e in b])
@@ -490,7 +490,7 @@ def test_incremental_scd2_append_only_state_folds_to_the_single_fold(spark, tmp_
     # and compacting it after every batch keeps the tables.
     from pyspark.sql import functions as F
 
-    from sqlcdc import incremental
+    from sqlcdc.gold import incremental
 
     def folded_state(target):
         loc = incremental.state_location(target)
@@ -542,10 +542,10 @@ def test_incremental_scd2_batch_does_not_read_closed_versions_it_cannot_change(s
     # away during the run (reading them would fail), then put back to compare the whole table.
     import shutil
 
-    from sqlcdc import incremental
+    from sqlcdc.gold import delta_io
 
-    monkeypatch.setattr(incremental, "_LAYOUT_FILE_ROWS", 10)
-    monkeypatch.setattr(incremental, "_RELAYOUT_SHARE", 1e9)
+    monkeypatch.setattr(delta_io, "LAYOUT_FILE_ROWS", 10)
+    monkeypatch.setattr(delta_io, "RELAYOUT_SHARE", 1e9)
     target = str(tmp_path / "scd2")
     history = _long_history()
     merge_scd2(spark, target, frame(spark, history), SPEC2)
@@ -567,16 +567,16 @@ def test_incremental_scd2_batch_does_not_read_closed_versions_it_cannot_change(s
 def test_incremental_scd2_relayout_keeps_the_table_and_separates_open_versions(spark, tmp_path, monkeypatch):
     # MERGE inserts mix open and closed versions in a file; once they reach the share, the target is
     # laid out again (a data-neutral rewrite): same rows, no file mixing open and closed.
-    from sqlcdc import incremental
+    from sqlcdc.gold import delta_io
 
-    monkeypatch.setattr(incremental, "_LAYOUT_FILE_ROWS", 10)
+    monkeypatch.setattr(delta_io, "LAYOUT_FILE_ROWS", 10)
     target = str(tmp_path / "scd2")
     history = _long_history()
     merge_scd2(spark, target, frame(spark, history[:60]), SPEC2)
-    monkeypatch.setattr(incremental, "_RELAYOUT_SHARE", 1e9)
+    monkeypatch.setattr(delta_io, "RELAYOUT_SHARE", 1e9)
     merge_scd2(spark, target, frame(spark, history[60:90]), SPEC2)
     assert any(f.open and f.closed for f in _files(spark, target))  # the MERGE wrote a mixed file
-    monkeypatch.setattr(incremental, "_RELAYOUT_SHARE", 0.0)
+    monkeypatch.setattr(delta_io, "RELAYOUT_SHARE", 0.0)
     merge_scd2(spark, target, frame(spark, history[90:] + [ev("U", 50, 3, "late", "y")]), SPEC2)
     assert all(f.open == 0 or f.closed == 0 for f in _files(spark, target))
     last = spark.sql(f"DESCRIBE HISTORY delta.`{target}` LIMIT 1").first()

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
 
 import reference_model as ref
-from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec, scd1, scd2
+from sqlcdc.gold import END_AT, START_AT, ApplyChangesSpec, scd1, scd2
 from sqlcdc.lsn import SEQUENCE_TYPE
 
 COLUMNS = ["a", "b"]
@@ -181,7 +181,7 @@ def test_incremental_runs_match_reference(spark, r, opts):
     """merge_scd1/merge_scd2 over the runs == the reference on the whole history."""
     import tempfile
 
-    from sqlcdc.incremental import merge_scd1, merge_scd2
+    from sqlcdc.gold import merge_scd1, merge_scd2
 
     events, batches = r
     s1, s2, tracked = make_specs(opts)

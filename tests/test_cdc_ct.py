@@ -398,7 +398,7 @@ def test_unrouted_names_the_capture_instance_and_file(spark, tmp_path):
 
 # --- gold: SCD1 / SCD2 ------------------------------------------------------------------------------
 
-from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec, scd1, scd2  # noqa: E402
+from sqlcdc.gold import END_AT, START_AT, ApplyChangesSpec, scd1, scd2  # noqa: E402
 
 
 def gold(changes, columns=NAMES):

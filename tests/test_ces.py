@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sqlcdc import model
-from sqlcdc.apply_changes import ApplyChangesSpec, scd1, scd2
+from sqlcdc.gold import ApplyChangesSpec, scd1, scd2
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.diagnostics import validator
 from sqlcdc.formats import _schema_check as sc

@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 
 from debezium_events import customer, event, line, lsn
-from sqlcdc import apply_changes, model
+from sqlcdc import model
+from sqlcdc.gold import ApplyChangesSpec, recompute
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import base, debezium
 
@@ -19,13 +20,13 @@ NAMES = [c.name for c in COLS]
 def gold(spark, lines):
     bronze = base.bronze_columns(spark.createDataFrame([(v, "f") for v in lines], "value string, source_file string"))
     frame = model.apply_frame(debezium.decode(bronze, TABLE, COLS).changes, NAMES, ["id"])
-    s1 = apply_changes.ApplyChangesSpec(keys=["id"], sequence_by="_sequence", apply_as_deletes="_op = 'DELETE'",
+    s1 = ApplyChangesSpec(keys=["id"], sequence_by="_sequence", apply_as_deletes="_op = 'DELETE'",
                                         provided_column="_provided", table="customers")
-    s2 = apply_changes.ApplyChangesSpec(keys=["id"], sequence_by="_sequence", apply_as_deletes="_op = 'DELETE'",
+    s2 = ApplyChangesSpec(keys=["id"], sequence_by="_sequence", apply_as_deletes="_op = 'DELETE'",
                                         provided_column="_provided", stored_as_scd_type=2, table="customers")
-    scd1 = sorted((r.id, r.first_name, r.last_name) for r in apply_changes.scd1(frame, s1).collect())
+    scd1 = sorted((r.id, r.first_name, r.last_name) for r in recompute.scd1(frame, s1).collect())
     scd2 = sorted((r.id, r.last_name, r["__START_AT"].commit_lsn, r["__END_AT"].commit_lsn if r["__END_AT"] else None)
-                  for r in apply_changes.scd2(frame, s2).collect())
+                  for r in recompute.scd2(frame, s2).collect())
     return scd1, scd2
 
 

@@ -163,7 +163,7 @@ def test_tombstones_are_kept_forever_by_default_and_forgotten_past_the_retention
 
 
 def test_tombstone_retention_is_the_auto_cdc_target_property_on_databricks(tmp_path):
-    from sqlcdc.pipeline import auto_cdc_table_properties
+    from sqlcdc.gold import auto_cdc_table_properties
 
     table = replace(TABLE, tombstone_retention_days=2, table_properties={"delta.appendOnly": "false"})
     assert auto_cdc_table_properties(table, 1) == {
@@ -173,7 +173,7 @@ def test_tombstone_retention_is_the_auto_cdc_target_property_on_databricks(tmp_p
 
 def test_partition_and_cluster_columns_are_options_of_the_gold_tables():
     # They name data columns, which gold has at the top level (silver only inside before/after).
-    from sqlcdc.pipeline import gold_layout
+    from sqlcdc.gold import layout as gold_layout
 
     assert gold_layout(replace(TABLE, cluster_by=("name",))) == {"cluster_by": ["name"]}
     assert gold_layout(replace(TABLE, partition_cols=("city",))) == {"partition_cols": ["city"]}

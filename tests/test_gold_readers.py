@@ -18,9 +18,9 @@ import deltalake
 import pytest
 
 from sqlcdc import gold
-from sqlcdc.apply_changes import END_AT, START_AT
+from sqlcdc.gold import END_AT, START_AT
 from sqlcdc.config import ConfigError, load_pipeline
-from sqlcdc.incremental import merge_scd1, merge_scd2
+from sqlcdc.gold import merge_scd1, merge_scd2
 from test_apply_changes import SPEC1, SPEC2, ev, frame
 from test_debezium_gold import EXPECTED_SCD2, HISTORY, TABLE
 from test_gold import land

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from debezium_events import customer, event, line, lsn, sample_files
 from kafka_broker import KafkaBroker, wait_until
-from sqlcdc import apply_changes, kafka, model
+from sqlcdc import gold, kafka, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig, load_pipeline
 from sqlcdc.formats import debezium
 
@@ -170,8 +170,8 @@ def gold_rows(frame_of_changes):
     frame = model.apply_frame(frame_of_changes, [c.name for c in COLS], ["id"])
     base = dict(keys=["id"], sequence_by=model.SEQ_COL, apply_as_deletes=f"{model.OP_COL} = 'DELETE'",
                 provided_column=model.PROVIDED_COL, table="customers")
-    scd1 = apply_changes.scd1(frame, apply_changes.ApplyChangesSpec(**base))
-    scd2 = apply_changes.scd2(frame, apply_changes.ApplyChangesSpec(**base, stored_as_scd_type=2))
+    scd1 = gold.scd1(frame, gold.ApplyChangesSpec(**base))
+    scd2 = gold.scd2(frame, gold.ApplyChangesSpec(**base, stored_as_scd_type=2))
     return sorted(map(tuple, scd1.collect()), key=repr), sorted(map(tuple, scd2.collect()), key=repr)
 
 

@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 from pyspark.sql import functions as F
 
 from sqlcdc import model
-from sqlcdc.apply_changes import ApplyChangesSpec, scd1, scd2
+from sqlcdc.gold import ApplyChangesSpec, scd1, scd2
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import NotYetDiscovered
 from sqlcdc.formats import _schema_check, base, qlik

@@ -8,7 +8,7 @@ Modules, one job each:
 - :mod:`sqlcdc.values`         raw value text -> typed Spark column, shared by decoders
 - :mod:`sqlcdc.lsn`            SQL Server LSN normalization and the ordering key
 - :mod:`sqlcdc.formats`        one decoder per producer (``formats/<name>.py``)
-- :mod:`sqlcdc.apply_changes`  gold: SCD1/SCD2 with AUTO CDC semantics
+- :mod:`sqlcdc.gold`           gold: SCD1/SCD2 with AUTO CDC semantics (spec, recompute, incremental)
 - :mod:`sqlcdc.config`         YAML config loading, validated by ``schemas/``
 - :mod:`sqlcdc.runtime`        Spark sessions and the local SDP run
 - :mod:`sqlcdc.cli`            the ``sqlcdc`` command

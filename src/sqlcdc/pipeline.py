@@ -33,8 +33,7 @@ from functools import lru_cache
 from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
 
-from sqlcdc import apply_changes, dq_metrics, expectations, formats, model, runtime
-from sqlcdc import gold, reshape, transport
+from sqlcdc import dq_metrics, expectations, formats, gold, reshape, runtime, transport
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
 from sqlcdc.formats.base import is_unreadable_file, unreadable_file_rows
 from sqlcdc.values import ColumnSpec
@@ -110,16 +109,6 @@ def waiting(table: TableConfig) -> str | None:
 def ready(cfg: PipelineConfig) -> PipelineConfig:
     """``cfg`` without the tables that are :func:`waiting`."""
     return dataclasses.replace(cfg, tables=tuple(t for t in cfg.tables if waiting(t) is None))
-
-
-def gold_spec(table: TableConfig, scd_type: int) -> apply_changes.ApplyChangesSpec:
-    """The apply-changes options for one gold table of ``table`` (AUTO CDC semantics)."""
-    return apply_changes.ApplyChangesSpec.from_table_config(table, scd_type, keys=keys(table))
-
-
-def changes_frame(table: TableConfig, silver: DataFrame) -> DataFrame:
-    """Silver -> the flat frame gold applies (see :func:`sqlcdc.model.apply_frame`)."""
-    return model.apply_frame(silver, [c.name for c in columns(table)], keys(table))
 
 
 # --- declarations ------------------------------------------------------------------------------
@@ -339,104 +328,15 @@ def _record_if_reshaped(table: TableConfig, cols: list[ColumnSpec]) -> bool:
     if change is None:
         return False
     names = [table.silver_table]
-    if not gold_after_run():  # gold declared in the pipeline is rebuilt with it (sqlcdc.gold rebuilds its own)
-        names += [_target(table, t) for t in table.scd_types]
+    if not gold.applied_after_run():  # gold declared in the pipeline is rebuilt with it (sqlcdc.gold rebuilds its own)
+        names += [gold.target(table, t) for t in table.scd_types]
     reshape.record(marker, names, f"the columns of {table.qualified} changed ({change})")
     return True
 
 
-def gold_after_run() -> bool:
-    """True when gold is applied after the pipeline by ``sqlcdc run`` (not declared in it)."""
-    return not runtime.is_databricks() and spark().conf.get(gold.GOLD_CONF, None) == gold.AFTER_RUN
-
-
 def declare_gold(cfg: PipelineConfig) -> None:
-    """Per table and SCD type, a gold table applied in source commit order.
-
-    On Databricks this is ``dp.create_auto_cdc_flow``. Locally (OSS Spark has no AUTO CDC for
-    Delta targets, nor SCD2) ``sqlcdc run`` applies gold incrementally once the pipeline has run
-    (:mod:`sqlcdc.gold`): here the options are only checked, so a config mistake stops the run
-    before anything runs. Without ``sqlcdc run``, gold is a materialized view recomputed from silver.
-    """
+    """Per table and SCD type, a gold table applied in source commit order (:mod:`sqlcdc.gold.declare`:
+    AUTO CDC on Databricks; under ``sqlcdc run`` only checked, as gold is applied after the run)."""
     for table in ready(cfg).tables:  # a waiting table has no silver to apply yet
         for scd_type in table.scd_types:
-            if runtime.is_databricks():
-                _auto_cdc(table, scd_type)
-            elif gold_after_run():
-                gold_spec(table, scd_type).validate(model.apply_frame_schema(columns(table)))
-            else:
-                _local_gold(table, scd_type)
-
-
-def _target(table: TableConfig, scd_type: int) -> str:
-    return table.scd1_table if scd_type == 1 else table.scd2_table
-
-
-def _local_gold(table: TableConfig, scd_type: int) -> None:
-    spec = gold_spec(table, scd_type)
-    apply = apply_changes.scd1 if scd_type == 1 else apply_changes.scd2
-    schema = model.apply_frame_schema(columns(table))  # here: analysis is not allowed in gold()
-    spec.validate(schema)
-
-    @dp.materialized_view(
-        name=_target(table, scd_type),
-        comment=f"{table.qualified}: SCD type {scd_type}, applied in source commit order.",
-        **gold_layout(table),
-    )
-    def gold() -> DataFrame:
-        return apply(changes_frame(table, spark().read.table(table.silver_table)), spec, schema=schema)
-
-
-TOMBSTONE_PROPERTY = "pipelines.cdc.tombstoneGCThresholdInSeconds"
-
-
-def gold_layout(table: TableConfig) -> dict[str, list[str]]:
-    """``partition_cols`` / ``cluster_by`` of ``table``'s gold tables, as keyword arguments of the
-    SDP table declaration. They name data columns, which only gold has at the top level (silver
-    keeps them inside ``before`` / ``after``).
-
-    Example::
-
-        >>> gold_layout(replace(cfg, cluster_by=("customer_id",)))
-        {'cluster_by': ['customer_id']}
-    """
-    if table.partition_cols:
-        return {"partition_cols": list(table.partition_cols)}
-    if table.cluster_by:
-        return {"cluster_by": list(table.cluster_by)}
-    return {}
-
-
-def auto_cdc_table_properties(table: TableConfig, scd_type: int) -> dict[str, str]:
-    """Table properties of an AUTO CDC target on Databricks: the table's own, plus the tombstone
-    retention (``tombstone_retention_days``) of an SCD1 target, which AUTO CDC reads from
-    ``pipelines.cdc.tombstoneGCThresholdInSeconds``.
-
-    Example::
-
-        >>> auto_cdc_table_properties(replace(cfg, tombstone_retention_days=2), 1)
-        {'pipelines.cdc.tombstoneGCThresholdInSeconds': '172800'}
-    """
-    props = dict(table.table_properties)
-    if scd_type == 1 and table.tombstone_retention_days is not None:
-        props[TOMBSTONE_PROPERTY] = str(int(table.tombstone_retention_days * 86400))
-    return props
-
-
-def _auto_cdc(table: TableConfig, scd_type: int) -> None:  # pragma: no cover - Databricks only
-    source_view = f"changes_{table.name}"
-    if not _declared_views.get(source_view):
-
-        @dp.temporary_view(name=source_view)
-        def changes() -> DataFrame:
-            return changes_frame(table, spark().readStream.table(table.silver_table))
-
-        _declared_views[source_view] = True
-    target = _target(table, scd_type)
-    dp.create_streaming_table(target, comment=f"{table.qualified}: SCD type {scd_type} (AUTO CDC).",
-                              table_properties=auto_cdc_table_properties(table, scd_type) or None,
-                              **gold_layout(table))
-    dp.create_auto_cdc_flow(**gold_spec(table, scd_type).to_auto_cdc_kwargs(target=target, source=source_view))
-
-
-_declared_views: dict[str, bool] = {}
+            gold.declare(table, scd_type, columns=columns(table), keys=keys(table))

@@ -2,9 +2,9 @@
 
 OSS Spark Declarative Pipelines have no AUTO CDC for Delta targets (nor SCD2), so locally
 ``sqlcdc run`` builds gold itself once ``spark-pipelines run`` has written silver: every onboarded
-table's *new* changes go through :mod:`sqlcdc.incremental` (``merge_scd1`` / ``merge_scd2``), so a
+table's *new* changes go through :mod:`sqlcdc.gold.incremental` (``merge_scd1`` / ``merge_scd2``), so a
 run costs what landed since the last one, not the whole history. On Databricks the same config
-becomes ``dp.create_auto_cdc_flow`` inside the pipeline instead (:mod:`sqlcdc.pipeline`).
+becomes ``dp.create_auto_cdc_flow`` inside the pipeline instead (:mod:`sqlcdc.gold.declare`).
 
 Which changes are new depends on how the producer's silver is kept:
 
@@ -46,8 +46,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from sqlcdc import formats, incremental, lsn, model, reshape
-from sqlcdc.apply_changes import END_AT, START_AT, ApplyChangesSpec
+from sqlcdc import formats, lsn, model, reshape
+from sqlcdc.gold import incremental
+from sqlcdc.gold.spec import END_AT, START_AT, ApplyChangesSpec
+from sqlcdc.gold.spec import target as gold_table
 from sqlcdc.config import PipelineConfig, TableConfig
 from sqlcdc.names import quote
 
@@ -95,13 +97,9 @@ def gold_parts(warehouse: Path, table: TableConfig) -> list[Path]:
     them (``<target>__*``: key state, change log, ...) and the run state."""
     parts: list[Path] = []
     for scd in table.scd_types:
-        target = tables_dir(warehouse) / _target(table, scd)
+        target = tables_dir(warehouse) / gold_table(table, scd)
         parts += [target, *sorted(target.parent.glob(glob.escape(target.name) + "__*"))]
     return parts + [run_state_dir(warehouse, table)]
-
-
-def _target(table: TableConfig, scd: int) -> str:
-    return table.scd1_table if scd == 1 else table.scd2_table
 
 
 def _is_delta(path: Path) -> bool:
@@ -206,7 +204,7 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     for spec in specs.values():
         spec.validate(frame_schema)  # ConfigError naming table and field
     wanted = {
-        _target(table, scd): [(f.name, f.dataType.simpleString()) for f in frame_schema.fields
+        gold_table(table, scd): [(f.name, f.dataType.simpleString()) for f in frame_schema.fields
                               if f.name in spec.output_columns(frame_schema)]
         for scd, spec in specs.items()
     }
@@ -220,8 +218,8 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
 
     def merge(changes: DataFrame) -> None:
         for scd, spec in specs.items():
-            target = str(tables_dir(warehouse) / _target(table, scd))
-            result.modes[_target(table, scd)] = (
+            target = str(tables_dir(warehouse) / gold_table(table, scd))
+            result.modes[gold_table(table, scd)] = (
                 incremental.merge_scd1(spark, target, changes, spec) if scd == 1 else
                 incremental.merge_scd2(spark, target, changes, spec, deletion_vectors=table.deletion_vectors))
 
@@ -230,14 +228,14 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     else:
         _apply_new_ids(spark, silver, state, columns, keys, merge, result)
     # Gold tables exist after every run, if only empty (a first run whose silver is still empty).
-    if any(not _is_delta(tables_dir(warehouse) / _target(table, scd)) for scd in specs):
+    if any(not _is_delta(tables_dir(warehouse) / gold_table(table, scd)) for scd in specs):
         merge(changes_of(silver.limit(0), columns, keys))
     if 1 in specs and table.tombstone_retention_days is not None and result.changes:
         # Once per run, not per micro-batch: forgetting tombstones folds the whole key state.
         result.forgotten = incremental.purge_tombstones(
             spark, str(tables_dir(warehouse) / table.scd1_table), specs[1],
             dt.timedelta(days=table.tombstone_retention_days))
-    _register(spark, warehouse, [_target(table, scd) for scd in specs])
+    _register(spark, warehouse, [gold_table(table, scd) for scd in specs])
     result.seconds = time.monotonic() - started
     return result
 

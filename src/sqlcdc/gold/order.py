@@ -4,11 +4,11 @@ Per key, events apply in the order ``(sequence_by, deletes and truncates before 
 change id)``. :func:`classified` adds that order to an apply frame as columns, with the flags
 that say what an event is::
 
-    from sqlcdc.apply_order import SEQ, RANK, CID, classified
+    from sqlcdc.gold.order import SEQ, RANK, CID, classified
     ev = classified(frame, spec)          # + __ac_is_trunc, __ac_is_del, __ac_seq, __ac_rank, __ac_cid
     ev.orderBy(SEQ, RANK, CID)
 
-:mod:`sqlcdc.apply_changes` (the recompute) and :mod:`sqlcdc.incremental` both use it, so they
+:mod:`sqlcdc.gold.recompute` and :mod:`sqlcdc.gold.incremental` both use it, so they
 cannot disagree on what the order is.
 """
 
@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from sqlcdc.names import quote
 
 if TYPE_CHECKING:
-    from sqlcdc.apply_changes import ApplyChangesSpec
+    from sqlcdc.gold.spec import ApplyChangesSpec
 
 __all__ = ["SEQ", "RANK", "CID", "IS_DEL", "IS_TRUNC", "classified", "q", "col"]
 

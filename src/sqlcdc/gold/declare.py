@@ -1,0 +1,88 @@
+"""Gold in the pipeline's graph: what :func:`sqlcdc.pipeline.declare_gold` declares per table and
+SCD type.
+
+* **Databricks**: a streaming table fed by ``dp.create_auto_cdc_flow`` from a temporary view over
+  the table's silver stream (:meth:`~sqlcdc.gold.spec.ApplyChangesSpec.to_auto_cdc_kwargs`).
+* **``sqlcdc run``** (the Spark conf ``sqlcdc.gold`` = ``after_run``): nothing is declared; the spec
+  is checked against silver's apply frame, so a config mistake stops the run before anything
+  runs, and :mod:`sqlcdc.gold.after_run` applies gold once the pipeline has written silver.
+* **``spark-pipelines run`` by hand**: a materialized view recomputed from silver
+  (:mod:`sqlcdc.gold.recompute`).
+
+Example::
+
+    from sqlcdc import gold
+    gold.declare(table, 2, columns=columns, keys=["id"])
+"""
+
+from __future__ import annotations
+
+from pyspark import pipelines as dp
+from pyspark.sql import DataFrame, SparkSession
+
+from sqlcdc import model, runtime
+from sqlcdc.config import TableConfig
+from sqlcdc.gold.after_run import AFTER_RUN, GOLD_CONF
+from sqlcdc.gold.recompute import scd1, scd2
+from sqlcdc.gold.spec import ApplyChangesSpec, auto_cdc_table_properties, layout, target
+from sqlcdc.values import ColumnSpec
+
+__all__ = ["applied_after_run", "changes_frame", "declare"]
+
+
+def applied_after_run() -> bool:
+    """True when gold is applied after the pipeline by ``sqlcdc run`` (not declared in it)."""
+    return not runtime.is_databricks() and SparkSession.active().conf.get(GOLD_CONF, None) == AFTER_RUN
+
+
+def changes_frame(silver: DataFrame, columns: list[ColumnSpec], keys: list[str]) -> DataFrame:
+    """Silver -> the flat frame gold applies (see :func:`sqlcdc.model.apply_frame`)."""
+    return model.apply_frame(silver, [c.name for c in columns], keys)
+
+
+def declare(table: TableConfig, scd_type: int, *, columns: list[ColumnSpec], keys: list[str]) -> None:
+    """Declare (or, under ``sqlcdc run``, check) ``table``'s gold table of SCD type ``scd_type``;
+    ``columns`` and ``keys`` are the table's, as silver types them."""
+    spec = ApplyChangesSpec.from_table_config(table, scd_type, keys=keys)
+    if runtime.is_databricks():
+        _auto_cdc(table, scd_type, spec, columns, keys)
+    elif applied_after_run():
+        spec.validate(model.apply_frame_schema(columns))
+    else:
+        _recomputed(table, scd_type, spec, columns, keys)
+
+
+def _recomputed(table: TableConfig, scd_type: int, spec: ApplyChangesSpec, columns: list[ColumnSpec],
+                keys: list[str]) -> None:
+    apply = scd1 if scd_type == 1 else scd2
+    schema = model.apply_frame_schema(columns)  # here: analysis is not allowed in gold()
+    spec.validate(schema)
+
+    @dp.materialized_view(
+        name=target(table, scd_type),
+        comment=f"{table.qualified}: SCD type {scd_type}, applied in source commit order.",
+        **layout(table),
+    )
+    def gold() -> DataFrame:
+        silver = SparkSession.active().read.table(table.silver_table)
+        return apply(changes_frame(silver, columns, keys), spec, schema=schema)
+
+
+_declared_views: set[str] = set()
+
+
+def _auto_cdc(table: TableConfig, scd_type: int, spec: ApplyChangesSpec, columns: list[ColumnSpec],
+              keys: list[str]) -> None:  # pragma: no cover - Databricks only
+    source_view = f"changes_{table.name}"
+    if source_view not in _declared_views:
+
+        @dp.temporary_view(name=source_view)
+        def changes() -> DataFrame:
+            return changes_frame(SparkSession.active().readStream.table(table.silver_table), columns, keys)
+
+        _declared_views.add(source_view)
+    name = target(table, scd_type)
+    dp.create_streaming_table(name, comment=f"{table.qualified}: SCD type {scd_type} (AUTO CDC).",
+                              table_properties=auto_cdc_table_properties(table, scd_type) or None,
+                              **layout(table))
+    dp.create_auto_cdc_flow(**spec.to_auto_cdc_kwargs(target=name, source=source_view))
