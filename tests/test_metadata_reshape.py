@@ -20,6 +20,7 @@ from sqlcdc import pipeline
 from sqlcdc.cli import validate as v
 from sqlcdc.config import ConfigError, TableConfig, load_pipeline
 from sqlcdc.formats import ces, qlik
+from sqlcdc.gold import graph as gold_graph
 
 from test_ces import GUID, PURCHASE_COLS, event, land_json
 from test_ces import source as ces_source
@@ -205,6 +206,7 @@ def test_ces_table_without_keys_query_functions_run_no_spark_job(spark, tmp_path
     ces.read_bronze(spark, src, streaming=False).createOrReplaceTempView(src.bronze_table)
     dp = RecordingDP()
     monkeypatch.setattr(pipeline, "dp", dp)
+    monkeypatch.setattr(gold_graph, "dp", dp)  # gold is declared by sqlcdc.gold.graph
     monkeypatch.setattr(pipeline, "_columns", {})
     monkeypatch.setattr(pipeline, "_keys", {})
     monkeypatch.setattr(ces, "_discovered", {})

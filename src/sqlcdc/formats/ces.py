@@ -86,30 +86,29 @@ Example::
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, StructField, StructType
 
 from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
-from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.formats import _schema_check as sc
+from sqlcdc.formats._ces_events import (
+    DATA_SCHEMA, DEFAULT_SPLIT_TIMEOUT as DEFAULT_SPLIT_TIMEOUT, ENVELOPE_SCHEMA, _groups, _image_map, _pk_value,
+    _routes, disposition, envelopes, events, split_timeout_seconds,
+)
+from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem as cols_problem
 from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
 from sqlcdc.formats.base import bronze_columns, read_text_lines
 from sqlcdc.transport.files import file_read, open_files
-from sqlcdc.values import ColumnSpec, commit_time, typed_struct, typed_value, value_error
+from sqlcdc.values import ColumnSpec, typed_struct, typed_value, value_error
 
 NAME = "ces"
 STREAMING = False
 
-ENVELOPE_SCHEMA = "ces-cloudevent.schema.json"
-DATA_SCHEMA = "ces-data.schema.json"
-
-DEFAULT_SPLIT_TIMEOUT = "1 hour"
 DEFAULT_JSON_GLOB = "*.{json,jsonl,ndjson}"
 DEFAULT_AVRO_GLOB = "*.avro"
 
@@ -131,38 +130,6 @@ AVRO_SCHEMA = StructType(
         StructField("data", BinaryType()),
     ]
 )
-
-# ----------------------------------------------------------------------------- options
-
-
-def split_timeout_seconds(source: SourceConfig) -> int:
-    """The ``split_timeout`` source option in seconds; a clear error naming the file if malformed.
-
-    >>> split_timeout_seconds(SourceConfig("s", "ces", None, {"split_timeout": "15 minutes"}))
-    900
-    """
-    raw = source.options.get("split_timeout", DEFAULT_SPLIT_TIMEOUT)
-    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw >= 0:
-        return int(raw)
-    m = re.match(r"^\s*(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*$", str(raw), re.I)
-    if not m:
-        raise ValueError(
-            f"{source.file or 'pipeline config'}: sources.{source.name}.options.split_timeout: "
-            f"{raw!r} is not a duration (e.g. 3600, '15 minutes', '2 hours')"
-        )
-    unit = m.group(2).lower()[0]
-    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
-
-
-def _segment_base(source: SourceConfig) -> int:
-    base = source.options.get("segment_index_base", 0)
-    if base not in (0, 1):
-        raise ValueError(
-            f"{source.file or 'pipeline config'}: sources.{source.name}.options.segment_index_base: "
-            f"{base!r} must be 0 or 1"
-        )
-    return int(base)
-
 
 # ----------------------------------------------------------------------------- bronze
 
@@ -207,259 +174,7 @@ def read_avro(spark: SparkSession, landing: str, *, streaming: bool = True, glob
     return bronze_columns(raw.select(value.alias("value"), F.col("_metadata.file_path").alias("source_file")))
 
 
-# ----------------------------------------------------------------------------- envelopes & reassembly
-
-_BRONZE = ("record_id", "value", "source_file", "ingest_time")
-
-
-def _get(doc: Column, path: str, type_: str = "string") -> Column:
-    return F.try_variant_get(doc, path, type_)
-
-
-def envelopes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
-    """Bronze + the parsed envelope: ``_violations`` (envelope schema) and the attributes."""
-    base = _segment_base(source)
-    v = F.expr(sc.ONE_DOCUMENT)  # NULL (not JSON) for a line of two documents, never the first alone
-    with_doc = bronze.select(*_BRONZE, v.alias("_doc"))
-    d = F.col("_doc")
-    idx = F.coalesce(_get(d, "$.segmentindex", "int"), _get(d, "$.splitindex", "int"))
-    final = _get(d, "$.finalsegment", "boolean")
-    total = _get(d, "$.splittotalcnt", "int")
-    single = F.when(final.isNotNull(), final & (idx == base)).otherwise(F.coalesce(total <= 1, F.lit(False)))
-    return with_doc.select(
-        *_BRONZE,
-        sc.violations(sc.load(ENVELOPE_SCHEMA), "_doc").alias("_violations"),
-        _get(d, "$.specversion").alias("specversion"),
-        _get(d, "$.type").alias("type"),
-        _get(d, "$.source").alias("source"),
-        _get(d, "$.id").alias("id"),
-        _get(d, "$.logicalid").alias("logicalid"),
-        _get(d, "$.time").alias("time"),
-        _get(d, "$.datacontenttype").alias("datacontenttype"),
-        _get(d, "$.operation").alias("operation"),
-        idx.alias("seg_index"),
-        final.alias("seg_final"),
-        total.alias("seg_total"),
-        single.alias("single"),
-        _get(d, "$.data").alias("data"),
-    )
-
-
-_ENV_ATTRS = ("specversion", "type", "source", "id", "logicalid", "time", "datacontenttype", "operation")
-
-
-def _groups(env: DataFrame, source: SourceConfig) -> DataFrame:
-    """One row per ``logicalid`` of split segments: reassembly state and, if complete, the event."""
-    base = _segment_base(source)
-    timeout = split_timeout_seconds(source)
-    seg = env.where((F.size("_violations") == 0) & ~F.col("single"))
-    item = F.struct(
-        F.col("seg_index").alias("idx"),
-        F.col("ingest_time"),
-        F.col("record_id"),
-        F.col("source_file"),
-        F.col("seg_final").alias("final"),
-        F.col("seg_total").alias("total"),
-        *[F.col(a) for a in _ENV_ATTRS if a != "logicalid"],
-        F.col("data"),
-        F.col("value"),
-    )
-    g = seg.groupBy("logicalid").agg(F.collect_list(item).alias("all_segs"), F.min("ingest_time").alias("first_seen"))
-    segs = F.array_sort(F.col("all_segs"))  # by idx, then ingest_time, record_id: first copy wins
-    g = g.select("logicalid", "all_segs", "first_seen", segs.alias("sorted"))
-    s = F.col("sorted")
-    g = g.select("*", _dedup(s).alias("segs"))
-    segs_c = F.col("segs")
-    n = F.size(segs_c)
-    final_idx = F.array_min(F.transform(F.filter(segs_c, lambda x: F.coalesce(x["final"], F.lit(False))), lambda x: x["idx"]))
-    total = F.array_max(F.transform(segs_c, lambda x: x["total"]))
-    expected = F.coalesce(final_idx - F.lit(base) + 1, total)
-    first, last = segs_c[0], F.element_at(segs_c, -1)
-    complete = (
-        expected.isNotNull()
-        & (n == expected)
-        & (first["idx"] == base)
-        & (last["idx"] == F.lit(base) + expected - 1)
-    )
-    timed_out = ~complete & (
-        F.col("first_seen") < F.current_timestamp() - F.make_dt_interval(secs=F.lit(timeout))
-    )
-    data = F.array_join(F.transform(segs_c, lambda x: x["data"]), "")
-    return g.select(
-        "logicalid",
-        "all_segs",
-        "sorted",
-        "segs",
-        "first_seen",
-        n.alias("n_segments"),
-        expected.alias("expected_segments"),
-        F.transform(segs_c, lambda x: x["idx"]).alias("indexes"),
-        complete.alias("complete"),
-        timed_out.alias("timed_out"),
-        data.alias("data"),
-        first.alias("head"),
-        last.alias("tail"),
-    )
-
-
-def _group_events(groups: DataFrame) -> DataFrame:
-    """Complete groups as event rows shaped like single events (lineage: the final segment)."""
-    h, t = F.col("head"), F.col("tail")
-    raw = F.to_json(
-        F.struct(
-            *[(h[a] if a != "logicalid" else F.col("logicalid")).alias(a) for a in _ENV_ATTRS],
-            h["idx"].alias("segmentindex"),
-            F.lit(True).alias("finalsegment"),
-            F.col("data"),
-            F.transform(F.col("segs"), lambda x: x["record_id"]).alias("sqlcdc_segment_records"),
-        )
-    )
-    return groups.where("complete").select(
-        t["record_id"].alias("record_id"),
-        raw.alias("value"),
-        t["source_file"].alias("source_file"),
-        t["ingest_time"].alias("ingest_time"),
-        *[(h[a] if a != "logicalid" else F.col("logicalid")).alias(a) for a in _ENV_ATTRS],
-        F.col("data"),
-    )
-
-
-def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
-    """Every complete event (unsplit, or reassembled) with ``data`` parsed: the rows tables route on.
-
-    Columns: bronze columns (of the final segment for reassembled events), the envelope
-    attributes, ``data``, ``_data_violations`` and the parsed pieces of ``data``.
-    """
-    env = envelopes(bronze, source)
-    singles = env.where((F.size("_violations") == 0) & F.col("single")).select(
-        *_BRONZE, *_ENV_ATTRS, "data"
-    )
-    groups = _groups(env, source)
-    ev = singles.unionByName(_group_events(groups))
-    dv = F.try_parse_json(F.col("data"))
-    ev = ev.select("*", dv.alias("_data_doc"))
-    dd = F.col("_data_doc")
-    pk = F.transform(
-        _get(dd, "$.eventsource.pkkey", "array<variant>"),
-        lambda x: F.struct(_get(x, "$.columnname").alias("name"), _get(x, "$.value").alias("value")),
-    )
-    lid = F.col("logicalid")
-    lid_re = r"^[^:]*:([0-9A-Fa-f]{20}):([0-9]{1,20})$"
-    lid_lsn = F.nullif(F.regexp_extract(lid, lid_re, 1), F.lit(""))
-    lid_seq = F.nullif(F.regexp_extract(lid, lid_re, 2), F.lit("")).try_cast("decimal(20,0)").try_cast("bigint")
-    tx_lsn = _get(dd, "$.eventsource.transaction.commitlsn")
-    tx_seq = _get(dd, "$.eventsource.transaction.sequencenumber", "bigint")
-    # The commit LSN is validated, never padded: transaction.commitlsn when the event has it (20 hex
-    # digits, optional 0x, or xxxxxxxx:xxxxxxxx:xxxx, as the data schema allows), else logicalid's.
-    commit_lsn = F.when(tx_lsn.isNotNull(), lsn.parse_lsn(tx_lsn, "hex_or_debezium")).otherwise(
-        lsn.parse_lsn(lid_lsn, "hex"))
-    lsn_problem = F.coalesce(
-        lsn.lsn_problem(tx_lsn, "data.eventsource.transaction.commitlsn", "hex_or_debezium"),
-        F.when(tx_lsn.isNull(), lsn.lsn_problem(lid_lsn, "the commit LSN in logicalid", "hex")),
-    )
-    # The commit time: the CloudEvents `time` when given, else transaction.committime; read once.
-    given_time = F.coalesce(F.col("time"), _get(dd, "$.eventsource.transaction.committime"))
-    given_name = F.when(F.col("time").isNotNull(), F.lit("time")).otherwise(F.lit("data.eventsource.transaction.committime"))
-    commit_ts = commit_time(given_time)
-    return ev.select(
-        *_BRONZE,
-        *_ENV_ATTRS,
-        "data",
-        sc.violations(sc.load(DATA_SCHEMA), "_data_doc").alias("_data_violations"),
-        _get(dd, "$.eventsource.db").alias("src_db"),
-        _get(dd, "$.eventsource.schema").alias("src_schema"),
-        _get(dd, "$.eventsource.tbl").alias("src_table"),
-        _get(dd, "$.eventsource.cols", "array<struct<name:string,type:string,index:int>>").alias("src_cols"),
-        pk.alias("pkkey"),
-        _get(dd, "$.eventrow.old").alias("old_text"),
-        _get(dd, "$.eventrow.current").alias("current_text"),
-        commit_lsn.alias("commit_lsn"),
-        lsn_problem.alias("commit_lsn_problem"),
-        F.coalesce(tx_seq, lid_seq).alias("seq_number"),
-        commit_ts.alias("commit_ts"),
-        F.when(given_time.isNotNull() & commit_ts.isNull(), F.format_string(
-            "%s '%s' is not a commit time within year 1..9999", given_name, F.substring(given_time, 1, 60)
-        )).alias("commit_ts_problem"),
-    )
-
-
-def _dedup(sorted_segs: Column) -> Column:
-    """Keep the first copy of each segment index (the array is sorted by index first)."""
-    return F.filter(
-        sorted_segs,
-        lambda x, i: F.coalesce(x["idx"] != F.get(sorted_segs, i - 1)["idx"], F.lit(True)),
-    )
-
-
-def _routes(table: TableConfig) -> Column:
-    """The event belongs to ``table``: schema and table name match (case-insensitively, as SQL
-    Server's default collation does); table option ``database`` also filters on ``eventsource.db``."""
-    cond = (F.lower(F.col("src_schema")) == table.schema.lower()) & (F.lower(F.col("src_table")) == table.table.lower())
-    db = table.options.get("database") or table.source.options.get("database")
-    if db:
-        cond = cond & (F.lower(F.col("src_db")) == str(db).lower())
-    return F.coalesce(cond, F.lit(False))
-
-
 # ----------------------------------------------------------------------------- columns & keys
-
-_ARGS_RE = r"^\s*[a-z][a-z0-9_ ]*?\s*(\(\s*([^)]*?)\s*\))?\s*$"
-
-
-def _type_problem(t: Column) -> Column:
-    """Why the SQL Server type name ``t`` (of ``eventsource.cols``) cannot type a column (NULL: it can).
-
-    Unknown names (``geography``) are readable: they stay strings (:func:`unknown_types`). Unreadable:
-    text that is not ``name`` or ``name(args)``, a decimal/numeric whose precision is not 1..38 or
-    whose scale is not 0..precision (SQL Server's own limits, and Spark's), a float(n) outside 1..53,
-    and arguments that are neither digits nor ``max``."""
-    low = F.lower(F.trim(t))
-    shape_ok = F.coalesce(low.rlike(_ARGS_RE), F.lit(False))
-    base = F.trim(F.regexp_extract(low, r"^\s*([a-z][a-z0-9_ ]*?)\s*(\(|$)", 1))
-    args = F.regexp_replace(F.regexp_extract(low, _ARGS_RE, 2), r"\s", "")
-    p = F.regexp_extract(args, r"^([0-9]{1,3})(,([0-9]{1,3}))?$", 1)
-    sc_ = F.regexp_extract(args, r"^([0-9]{1,3})(,([0-9]{1,3}))?$", 3)
-    p_i, s_i = p.try_cast("int"), F.coalesce(F.nullif(sc_, F.lit("")).try_cast("int"), F.lit(0))
-    shown = F.substring(t, 1, 60)
-    return (
-        F.when(~shape_ok, F.format_string("type '%s' is not a SQL Server type name", shown))
-        .when(base.isin("decimal", "numeric") & (args != "") & (
-            (p == "") | (p_i < 1) | (p_i > 38) | (s_i > p_i)), F.format_string(
-            "type '%s' cannot be held: decimal precision must be 1..38 and scale 0..precision", shown))
-        .when((base == "float") & (args != "") & ~F.coalesce(args.rlike("^[0-9]{1,2}$") & (args.try_cast("int") >= 1)
-                                                                & (args.try_cast("int") <= 53), F.lit(False)),
-              F.format_string("type '%s' cannot be held: float(n) needs n in 1..53", shown))
-        .when((args != "") & ~args.rlike("^(max|[0-9]{1,10}(,[0-9]{1,10})?)$"),
-              F.format_string("type '%s' has arguments that are neither digits nor max", shown))
-    )
-
-
-def cols_problem(cols: Column) -> Column:
-    """Why an event's ``eventsource.cols`` (``array<struct<name, type, index>>``) cannot define or
-    type the table (NULL when it can): two names equal but for case (Delta and SQL Server's default
-    collation compare names case-insensitively), a name Delta cannot store (one of
-    :data:`sqlcdc.names.DELTA_BAD_NAME_CHARS`), or a type that cannot be read (:func:`_type_problem`)."""
-    names = F.transform(cols, lambda c: c["name"])
-    lowered = F.transform(names, lambda n: F.lower(n))
-    collide = F.filter(F.array_distinct(lowered),
-                       lambda n: F.size(F.filter(lowered, lambda m: m == n)) > 1)
-    bad_names = F.filter(names, lambda n: n.rlike(DELTA_BAD_NAME_RE))
-    typed = F.transform(cols, lambda c: F.when(_type_problem(c["type"]).isNotNull(), F.format_string(
-        "column %s: %s", c["name"], _type_problem(c["type"]))))
-    bad_types = F.filter(typed, lambda x: x.isNotNull())
-    problems = F.array(
-        F.when(F.size(collide) > 0, F.format_string(
-            "column names equal but for case (%s): Delta cannot hold both",
-            F.array_join(F.filter(names, lambda n: F.array_contains(collide, F.lower(n))), ", "))),
-        F.when(F.size(bad_names) > 0, F.format_string(
-            "column name(s) %s hold a character Delta cannot store in a column name (one of space , ; { } ( ) "
-            "newline tab = backtick); rename the column at the source or give the table `columns:`",
-            F.array_join(F.transform(bad_names, lambda n: F.to_json(F.array(n))), ", "))),
-        F.when(F.size(bad_types) > 0, F.array_join(bad_types, "; ")),
-    )
-    joined = F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; ")
-    return F.when(cols.isNotNull(), F.nullif(joined, F.lit("")))
-
 
 #: What :func:`columns_for` / :func:`keys_for` found in the events, for :func:`decode` (definition
 #: time: a query function must not scan or collect): ``{(source, table): {"keys": [...],
@@ -469,45 +184,6 @@ _discovered: dict[tuple[str, ...], dict[str, Any]] = {}
 
 def _key(table: TableConfig, source: SourceConfig) -> tuple[str, ...]:
     return (source.name, str(source.landing or source.kafka or source.event_hubs), table.name, table.qualified)
-
-
-def _shapes(bronze: DataFrame, table: TableConfig) -> list[Any]:
-    """One row per distinct ``eventsource.cols`` of the table's schema-valid events: the first and
-    last commit position it was seen at, its problem (:func:`cols_problem`) and the latest ``pkkey``
-    names. One Spark job; few rows (a table has few shapes)."""
-    ev = events(bronze, table.source).where(
-        _routes(table) & (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull() & F.col("commit_lsn").isNotNull())
-    pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).alias("seq"))
-    return (
-        ev.select("src_cols", pos.alias("pos"), F.transform("pkkey", lambda p: p["name"]).alias("pk_names"))
-        .groupBy("src_cols")
-        .agg(F.min("pos").alias("first"), F.max("pos").alias("last"), F.max_by("pk_names", "pos").alias("pk_names"))
-        .select("src_cols", "first", "last", "pk_names", cols_problem(F.col("src_cols")).alias("problem"))
-        .collect()
-    )
-
-
-def _discover(table: TableConfig, source: SourceConfig, spark: SparkSession) -> dict[str, Any]:
-    """Columns, their first commit position and keys from the landed events (see :func:`columns_for`)."""
-    from sqlcdc import transport
-
-    shapes = sorted(_shapes(transport.read_bronze(spark, source, streaming=False), table), key=lambda r: (r["first"]["lsn"], r["first"]["seq"]))
-    cols: list[Any] = []
-    first_seen: dict[str, tuple[str, int]] = {}
-    keys: list[str] = []
-    problems: list[str] = []
-    for shape in shapes:
-        names = [c["name"] for c in shape["src_cols"]]
-        dropped = [n for n in first_seen if n not in names]
-        if shape["problem"] or dropped:
-            problems.append(shape["problem"] or f"lacks column(s) {', '.join(dropped)} seen in earlier events")
-            continue
-        cols = sorted(shape["src_cols"], key=lambda c: (c["index"] if c["index"] is not None else 1 << 30))
-        for n in names:
-            first_seen.setdefault(n, (shape["first"]["lsn"], shape["first"]["seq"]))
-        keys = list(shape["pk_names"] or [])
-    found = {"cols": cols, "first_seen": first_seen, "keys": keys, "problems": problems}
-    return found
 
 
 def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[ColumnSpec]:
@@ -570,16 +246,6 @@ def keys_for(table: TableConfig, source: SourceConfig, spark: SparkSession | Non
 # ----------------------------------------------------------------------------- decode
 
 
-def _pk_value(name: str) -> Column:
-    """The ``pkkey`` value (text) of key column ``name``; NULL when the event does not carry it."""
-    return F.get(F.filter(F.col("pkkey"), lambda p: p["name"] == F.lit(name)), 0)["value"]
-
-
-def _image_map(text: Column) -> Column:
-    """``eventrow.old``/``current`` text -> MAP<STRING,STRING> (NULL when not a JSON object)."""
-    return F.try_variant_get(F.try_parse_json(text), "$", "map<string,string>")
-
-
 def _decode_keys(table: TableConfig) -> list[str]:
     """Keys for :func:`decode`: config ``keys``, else what :func:`columns_for`/:func:`keys_for` found
     at definition time. Never a scan here: inside a pipeline query function that is an error."""
@@ -593,35 +259,6 @@ def _decode_keys(table: TableConfig) -> list[str]:
             "SparkSession first (the pipeline does, when it is defined), or add `keys:`"
         ])
     return list(found)
-
-
-def _metadata_problems(table: TableConfig, columns: list[ColumnSpec]) -> Column:
-    """``array<string>`` of reasons the event's ``eventsource.cols`` cannot be taken, when the table's
-    columns come from the events (not from config ``columns:``): :func:`cols_problem`; and a drop:
-    the event lacks a table column that an event earlier in commit order listed. (An event older
-    than a column's first appearance may lack it: that column was added later.)"""
-    cols = F.col("src_cols")
-    if table.columns:  # the config defines the table: the events' cols neither type nor shape it
-        return F.array().cast("array<string>")
-    out = [F.when(cols.isNotNull(), F.concat(F.lit("data.eventsource.cols: "), cols_problem(cols)))]
-    found = _discovered.get(_key(table, table.source), {})
-    # only for the columns columns_for discovered (not config columns, not a caller's own list)
-    same = not table.columns and found.get("names") == [c.name for c in columns]
-    first_seen = found.get("first_seen") if same else None
-    if first_seen:
-        names = F.transform(cols, lambda c: c["name"])
-        pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).cast("bigint").alias("seq"))
-        missing = F.filter(F.array(*[
-            F.when(~F.array_contains(names, c.name) & (pos > F.struct(F.lit(first_seen[c.name][0]).alias("lsn"),
-                                                                         F.lit(first_seen[c.name][1]).cast("bigint").alias("seq"))),
-                   F.lit(c.name))
-            for c in columns if c.name in first_seen
-        ]), lambda n: n.isNotNull())
-        out.append(F.when(cols.isNotNull() & (F.size(missing) > 0), F.format_string(
-            "data.eventsource.cols lacks column(s) %s of %s, which earlier events list: the event is not taken "
-            "to drop them; dropping a column needs an explicit config change (`columns:` in the table config "
-            "without it)", F.array_join(missing, ", "), F.lit(table.qualified))))
-    return F.array(*out)
 
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
@@ -676,7 +313,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     after_err, before_err = F.col("_after_err"), F.col("_before_err")
 
     problems = F.concat(
-        _metadata_problems(table, columns),
+        _metadata_problems(table, columns, _discovered.get(_key(table, table.source), {})),
         F.array(
             F.when(old.isNull(), F.lit("data.eventrow.old is not a JSON object of column values")),
             F.when(cur.isNull(), F.lit("data.eventrow.current is not a JSON object of column values")),
@@ -759,7 +396,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     return Decoded(changes=changes, quarantine=quarantine)
 
 
-# ----------------------------------------------------------------------------- unrouted & accounting
+# ----------------------------------------------------------------------------- unrouted
 
 
 def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
@@ -831,41 +468,6 @@ def routed(bronze: DataFrame, source: SourceConfig, table: TableConfig) -> DataF
     """The complete events of ``table`` (a split event as its final segment): what waits in
     quarantine while none of them tells the table's columns or keys (:meth:`Decoder.waiting`)."""
     return events(bronze, source).where(_routes(table))
-
-
-def disposition(bronze: DataFrame, source: SourceConfig) -> DataFrame:
-    """Where each bronze record went: ``record_id, logicalid, status, carried_by`` with status one of
-    ``invalid_envelope``, ``event``, ``segment``, ``duplicate_segment``, ``pending``, ``timed_out``
-    (see the module docstring for the conservation identity). ``carried_by`` is the record id in
-    the ``bronze_record_id`` of the silver or quarantine row that accounts for this record: itself,
-    or for the segments of a complete split event the group's final segment (the summary's balance
-    uses it)."""
-    env = envelopes(bronze, source)
-    plain = env.where((F.size("_violations") > 0) | F.col("single")).select(
-        "record_id", "logicalid",
-        F.when(F.size("_violations") > 0, F.lit("invalid_envelope")).otherwise(F.lit("event")).alias("status"),
-        F.col("record_id").alias("carried_by"),
-    )
-    groups = _groups(env, source)
-    # position in the sorted array decides: the first copy of an index is the one reassembled
-    # (record ids alone cannot tell two identical lines of one file apart)
-    seg = groups.select(
-        "logicalid", "complete", "timed_out", "sorted", "tail", F.posexplode("sorted").alias("pos", "s")
-    ).select(
-        F.col("s.record_id").alias("record_id"),
-        "logicalid",
-        F.when(
-            F.col("complete")
-            & F.coalesce(F.col("s.idx") != F.get(F.col("sorted"), F.col("pos") - 1)["idx"], F.lit(True)),
-            F.lit("segment"),
-        )
-        .when(F.col("complete"), F.lit("duplicate_segment"))
-        .when(F.col("timed_out"), F.lit("timed_out"))
-        .otherwise(F.lit("pending"))
-        .alias("status"),
-        F.when(F.col("complete"), F.col("tail.record_id")).otherwise(F.col("s.record_id")).alias("carried_by"),
-    )
-    return plain.unionByName(seg)
 
 
 class Ces(Decoder):

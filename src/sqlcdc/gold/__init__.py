@@ -11,7 +11,7 @@ module                         holds
 :mod:`sqlcdc.gold.incremental` :func:`merge_scd1` / :func:`merge_scd2`: the same tables by MERGE
                                from per-key state, a batch costs what it touches
 :mod:`sqlcdc.gold.after_run`   ``sqlcdc run``'s driver: each table's new silver changes, merged
-:mod:`sqlcdc.gold.declare`     what the pipeline declares: AUTO CDC on Databricks, else a check or
+:mod:`sqlcdc.gold.graph`      what the pipeline declares: AUTO CDC on Databricks, else a check or
                                a recomputed view
 =============================  ==================================================================
 
@@ -28,7 +28,7 @@ Example::
 from __future__ import annotations
 
 from sqlcdc.gold.after_run import AFTER_RUN, GOLD_CONF, Applied, apply_all, apply_table, gold_parts
-from sqlcdc.gold.declare import applied_after_run, declare
+from sqlcdc.gold.graph import applied_after_run, declare
 from sqlcdc.gold.incremental import merge_scd1, merge_scd2, purge_tombstones
 from sqlcdc.gold.recompute import scd1, scd2
 from sqlcdc.gold.spec import END_AT, START_AT, ApplyChangesSpec, auto_cdc_table_properties, layout, target

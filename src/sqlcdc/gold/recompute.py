@@ -2,7 +2,7 @@
 
 The reference path (:mod:`sqlcdc.gold.incremental` gives the same tables from per-key state;
 ``benchmarks/bench_apply_changes.py`` compares both). Locally, without ``sqlcdc run``, the
-pipeline declares gold as materialized views over these (:mod:`sqlcdc.gold.declare`).
+pipeline declares gold as materialized views over these (:mod:`sqlcdc.gold.graph`).
 Everything is Spark column expressions and window functions; no Python UDFs.
 
 Example::

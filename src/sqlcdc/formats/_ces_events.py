@@ -1,0 +1,309 @@
+"""Envelopes, split-segment reassembly and record accounting of the CES decoder
+(:mod:`sqlcdc.formats.ces`, which re-exports the public names).
+
+Holds the source options of reassembly (:func:`split_timeout_seconds`, ``segment_index_base``),
+the parsed envelope (:func:`envelopes`), the grouping of split segments by ``logicalid``
+(``_groups``), the complete events with ``data`` parsed (:func:`events`), the routing of an event
+to its table (``_routes``), accessors of an event's ``pkkey`` and images, and where each bronze
+record went (:func:`disposition`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sqlcdc import lsn
+from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.formats import _schema_check as sc
+from sqlcdc.values import commit_time
+
+__all__ = [
+    "DATA_SCHEMA", "DEFAULT_SPLIT_TIMEOUT", "ENVELOPE_SCHEMA",
+    "disposition", "envelopes", "events", "split_timeout_seconds",
+    "_BRONZE", "_ENV_ATTRS", "_dedup", "_get", "_group_events", "_groups", "_image_map", "_pk_value",
+    "_routes", "_segment_base",
+]
+
+ENVELOPE_SCHEMA = "ces-cloudevent.schema.json"
+DATA_SCHEMA = "ces-data.schema.json"
+
+DEFAULT_SPLIT_TIMEOUT = "1 hour"
+
+# ----------------------------------------------------------------------------- options
+
+
+def split_timeout_seconds(source: SourceConfig) -> int:
+    """The ``split_timeout`` source option in seconds; a clear error naming the file if malformed.
+
+    >>> split_timeout_seconds(SourceConfig("s", "ces", None, {"split_timeout": "15 minutes"}))
+    900
+    """
+    raw = source.options.get("split_timeout", DEFAULT_SPLIT_TIMEOUT)
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw >= 0:
+        return int(raw)
+    m = re.match(r"^\s*(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*$", str(raw), re.I)
+    if not m:
+        raise ValueError(
+            f"{source.file or 'pipeline config'}: sources.{source.name}.options.split_timeout: "
+            f"{raw!r} is not a duration (e.g. 3600, '15 minutes', '2 hours')"
+        )
+    unit = m.group(2).lower()[0]
+    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+
+
+def _segment_base(source: SourceConfig) -> int:
+    base = source.options.get("segment_index_base", 0)
+    if base not in (0, 1):
+        raise ValueError(
+            f"{source.file or 'pipeline config'}: sources.{source.name}.options.segment_index_base: "
+            f"{base!r} must be 0 or 1"
+        )
+    return int(base)
+
+
+# ----------------------------------------------------------------------------- envelopes & reassembly
+
+_BRONZE = ("record_id", "value", "source_file", "ingest_time")
+
+
+def _get(doc: Column, path: str, type_: str = "string") -> Column:
+    return F.try_variant_get(doc, path, type_)
+
+
+def envelopes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
+    """Bronze + the parsed envelope: ``_violations`` (envelope schema) and the attributes."""
+    base = _segment_base(source)
+    v = F.expr(sc.ONE_DOCUMENT)  # NULL (not JSON) for a line of two documents, never the first alone
+    with_doc = bronze.select(*_BRONZE, v.alias("_doc"))
+    d = F.col("_doc")
+    idx = F.coalesce(_get(d, "$.segmentindex", "int"), _get(d, "$.splitindex", "int"))
+    final = _get(d, "$.finalsegment", "boolean")
+    total = _get(d, "$.splittotalcnt", "int")
+    single = F.when(final.isNotNull(), final & (idx == base)).otherwise(F.coalesce(total <= 1, F.lit(False)))
+    return with_doc.select(
+        *_BRONZE,
+        sc.violations(sc.load(ENVELOPE_SCHEMA), "_doc").alias("_violations"),
+        _get(d, "$.specversion").alias("specversion"),
+        _get(d, "$.type").alias("type"),
+        _get(d, "$.source").alias("source"),
+        _get(d, "$.id").alias("id"),
+        _get(d, "$.logicalid").alias("logicalid"),
+        _get(d, "$.time").alias("time"),
+        _get(d, "$.datacontenttype").alias("datacontenttype"),
+        _get(d, "$.operation").alias("operation"),
+        idx.alias("seg_index"),
+        final.alias("seg_final"),
+        total.alias("seg_total"),
+        single.alias("single"),
+        _get(d, "$.data").alias("data"),
+    )
+
+
+_ENV_ATTRS = ("specversion", "type", "source", "id", "logicalid", "time", "datacontenttype", "operation")
+
+
+def _groups(env: DataFrame, source: SourceConfig) -> DataFrame:
+    """One row per ``logicalid`` of split segments: reassembly state and, if complete, the event."""
+    base = _segment_base(source)
+    timeout = split_timeout_seconds(source)
+    seg = env.where((F.size("_violations") == 0) & ~F.col("single"))
+    item = F.struct(
+        F.col("seg_index").alias("idx"),
+        F.col("ingest_time"),
+        F.col("record_id"),
+        F.col("source_file"),
+        F.col("seg_final").alias("final"),
+        F.col("seg_total").alias("total"),
+        *[F.col(a) for a in _ENV_ATTRS if a != "logicalid"],
+        F.col("data"),
+        F.col("value"),
+    )
+    g = seg.groupBy("logicalid").agg(F.collect_list(item).alias("all_segs"), F.min("ingest_time").alias("first_seen"))
+    segs = F.array_sort(F.col("all_segs"))  # by idx, then ingest_time, record_id: first copy wins
+    g = g.select("logicalid", "all_segs", "first_seen", segs.alias("sorted"))
+    s = F.col("sorted")
+    g = g.select("*", _dedup(s).alias("segs"))
+    segs_c = F.col("segs")
+    n = F.size(segs_c)
+    final_idx = F.array_min(F.transform(F.filter(segs_c, lambda x: F.coalesce(x["final"], F.lit(False))), lambda x: x["idx"]))
+    total = F.array_max(F.transform(segs_c, lambda x: x["total"]))
+    expected = F.coalesce(final_idx - F.lit(base) + 1, total)
+    first, last = segs_c[0], F.element_at(segs_c, -1)
+    complete = (
+        expected.isNotNull()
+        & (n == expected)
+        & (first["idx"] == base)
+        & (last["idx"] == F.lit(base) + expected - 1)
+    )
+    timed_out = ~complete & (
+        F.col("first_seen") < F.current_timestamp() - F.make_dt_interval(secs=F.lit(timeout))
+    )
+    data = F.array_join(F.transform(segs_c, lambda x: x["data"]), "")
+    return g.select(
+        "logicalid",
+        "all_segs",
+        "sorted",
+        "segs",
+        "first_seen",
+        n.alias("n_segments"),
+        expected.alias("expected_segments"),
+        F.transform(segs_c, lambda x: x["idx"]).alias("indexes"),
+        complete.alias("complete"),
+        timed_out.alias("timed_out"),
+        data.alias("data"),
+        first.alias("head"),
+        last.alias("tail"),
+    )
+
+
+def _group_events(groups: DataFrame) -> DataFrame:
+    """Complete groups as event rows shaped like single events (lineage: the final segment)."""
+    h, t = F.col("head"), F.col("tail")
+    raw = F.to_json(
+        F.struct(
+            *[(h[a] if a != "logicalid" else F.col("logicalid")).alias(a) for a in _ENV_ATTRS],
+            h["idx"].alias("segmentindex"),
+            F.lit(True).alias("finalsegment"),
+            F.col("data"),
+            F.transform(F.col("segs"), lambda x: x["record_id"]).alias("sqlcdc_segment_records"),
+        )
+    )
+    return groups.where("complete").select(
+        t["record_id"].alias("record_id"),
+        raw.alias("value"),
+        t["source_file"].alias("source_file"),
+        t["ingest_time"].alias("ingest_time"),
+        *[(h[a] if a != "logicalid" else F.col("logicalid")).alias(a) for a in _ENV_ATTRS],
+        F.col("data"),
+    )
+
+
+def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
+    """Every complete event (unsplit, or reassembled) with ``data`` parsed: the rows tables route on.
+
+    Columns: bronze columns (of the final segment for reassembled events), the envelope
+    attributes, ``data``, ``_data_violations`` and the parsed pieces of ``data``.
+    """
+    env = envelopes(bronze, source)
+    singles = env.where((F.size("_violations") == 0) & F.col("single")).select(
+        *_BRONZE, *_ENV_ATTRS, "data"
+    )
+    groups = _groups(env, source)
+    ev = singles.unionByName(_group_events(groups))
+    dv = F.try_parse_json(F.col("data"))
+    ev = ev.select("*", dv.alias("_data_doc"))
+    dd = F.col("_data_doc")
+    pk = F.transform(
+        _get(dd, "$.eventsource.pkkey", "array<variant>"),
+        lambda x: F.struct(_get(x, "$.columnname").alias("name"), _get(x, "$.value").alias("value")),
+    )
+    lid = F.col("logicalid")
+    lid_re = r"^[^:]*:([0-9A-Fa-f]{20}):([0-9]{1,20})$"
+    lid_lsn = F.nullif(F.regexp_extract(lid, lid_re, 1), F.lit(""))
+    lid_seq = F.nullif(F.regexp_extract(lid, lid_re, 2), F.lit("")).try_cast("decimal(20,0)").try_cast("bigint")
+    tx_lsn = _get(dd, "$.eventsource.transaction.commitlsn")
+    tx_seq = _get(dd, "$.eventsource.transaction.sequencenumber", "bigint")
+    # The commit LSN is validated, never padded: transaction.commitlsn when the event has it (20 hex
+    # digits, optional 0x, or xxxxxxxx:xxxxxxxx:xxxx, as the data schema allows), else logicalid's.
+    commit_lsn = F.when(tx_lsn.isNotNull(), lsn.parse_lsn(tx_lsn, "hex_or_debezium")).otherwise(
+        lsn.parse_lsn(lid_lsn, "hex"))
+    lsn_problem = F.coalesce(
+        lsn.lsn_problem(tx_lsn, "data.eventsource.transaction.commitlsn", "hex_or_debezium"),
+        F.when(tx_lsn.isNull(), lsn.lsn_problem(lid_lsn, "the commit LSN in logicalid", "hex")),
+    )
+    # The commit time: the CloudEvents `time` when given, else transaction.committime; read once.
+    given_time = F.coalesce(F.col("time"), _get(dd, "$.eventsource.transaction.committime"))
+    given_name = F.when(F.col("time").isNotNull(), F.lit("time")).otherwise(F.lit("data.eventsource.transaction.committime"))
+    commit_ts = commit_time(given_time)
+    return ev.select(
+        *_BRONZE,
+        *_ENV_ATTRS,
+        "data",
+        sc.violations(sc.load(DATA_SCHEMA), "_data_doc").alias("_data_violations"),
+        _get(dd, "$.eventsource.db").alias("src_db"),
+        _get(dd, "$.eventsource.schema").alias("src_schema"),
+        _get(dd, "$.eventsource.tbl").alias("src_table"),
+        _get(dd, "$.eventsource.cols", "array<struct<name:string,type:string,index:int>>").alias("src_cols"),
+        pk.alias("pkkey"),
+        _get(dd, "$.eventrow.old").alias("old_text"),
+        _get(dd, "$.eventrow.current").alias("current_text"),
+        commit_lsn.alias("commit_lsn"),
+        lsn_problem.alias("commit_lsn_problem"),
+        F.coalesce(tx_seq, lid_seq).alias("seq_number"),
+        commit_ts.alias("commit_ts"),
+        F.when(given_time.isNotNull() & commit_ts.isNull(), F.format_string(
+            "%s '%s' is not a commit time within year 1..9999", given_name, F.substring(given_time, 1, 60)
+        )).alias("commit_ts_problem"),
+    )
+
+
+def _dedup(sorted_segs: Column) -> Column:
+    """Keep the first copy of each segment index (the array is sorted by index first)."""
+    return F.filter(
+        sorted_segs,
+        lambda x, i: F.coalesce(x["idx"] != F.get(sorted_segs, i - 1)["idx"], F.lit(True)),
+    )
+
+
+def _routes(table: TableConfig) -> Column:
+    """The event belongs to ``table``: schema and table name match (case-insensitively, as SQL
+    Server's default collation does); table option ``database`` also filters on ``eventsource.db``."""
+    cond = (F.lower(F.col("src_schema")) == table.schema.lower()) & (F.lower(F.col("src_table")) == table.table.lower())
+    db = table.options.get("database") or table.source.options.get("database")
+    if db:
+        cond = cond & (F.lower(F.col("src_db")) == str(db).lower())
+    return F.coalesce(cond, F.lit(False))
+
+
+# ----------------------------------------------------------------------------- event fields
+
+
+def _pk_value(name: str) -> Column:
+    """The ``pkkey`` value (text) of key column ``name``; NULL when the event does not carry it."""
+    return F.get(F.filter(F.col("pkkey"), lambda p: p["name"] == F.lit(name)), 0)["value"]
+
+
+def _image_map(text: Column) -> Column:
+    """``eventrow.old``/``current`` text -> MAP<STRING,STRING> (NULL when not a JSON object)."""
+    return F.try_variant_get(F.try_parse_json(text), "$", "map<string,string>")
+
+
+# ----------------------------------------------------------------------------- accounting
+
+
+def disposition(bronze: DataFrame, source: SourceConfig) -> DataFrame:
+    """Where each bronze record went: ``record_id, logicalid, status, carried_by`` with status one of
+    ``invalid_envelope``, ``event``, ``segment``, ``duplicate_segment``, ``pending``, ``timed_out``
+    (see the :mod:`sqlcdc.formats.ces` docstring for the conservation identity). ``carried_by`` is
+    the record id in the ``bronze_record_id`` of the silver or quarantine row that accounts for this
+    record: itself, or for the segments of a complete split event the group's final segment (the
+    summary's balance uses it)."""
+    env = envelopes(bronze, source)
+    plain = env.where((F.size("_violations") > 0) | F.col("single")).select(
+        "record_id", "logicalid",
+        F.when(F.size("_violations") > 0, F.lit("invalid_envelope")).otherwise(F.lit("event")).alias("status"),
+        F.col("record_id").alias("carried_by"),
+    )
+    groups = _groups(env, source)
+    # position in the sorted array decides: the first copy of an index is the one reassembled
+    # (record ids alone cannot tell two identical lines of one file apart)
+    seg = groups.select(
+        "logicalid", "complete", "timed_out", "sorted", "tail", F.posexplode("sorted").alias("pos", "s")
+    ).select(
+        F.col("s.record_id").alias("record_id"),
+        "logicalid",
+        F.when(
+            F.col("complete")
+            & F.coalesce(F.col("s.idx") != F.get(F.col("sorted"), F.col("pos") - 1)["idx"], F.lit(True)),
+            F.lit("segment"),
+        )
+        .when(F.col("complete"), F.lit("duplicate_segment"))
+        .when(F.col("timed_out"), F.lit("timed_out"))
+        .otherwise(F.lit("pending"))
+        .alias("status"),
+        F.when(F.col("complete"), F.col("tail.record_id")).otherwise(F.col("s.record_id")).alias("carried_by"),
+    )
+    return plain.unionByName(seg)

@@ -1,0 +1,149 @@
+"""Column metadata of the CES decoder (:mod:`sqlcdc.formats.ces`): checking an event's
+``eventsource.cols`` (:func:`cols_problem`: names, types) and discovering a table's columns and
+keys from its landed events (``_shapes``, ``_discover``). What was discovered is remembered in
+``sqlcdc.formats.ces._discovered``, which this module never reads: ``_metadata_problems`` is given it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.formats._ces_events import _routes, events
+from sqlcdc.names import DELTA_BAD_NAME_RE
+from sqlcdc.values import ColumnSpec
+
+__all__ = ["cols_problem", "_ARGS_RE", "_discover", "_metadata_problems", "_shapes", "_type_problem"]
+
+# ----------------------------------------------------------------------------- columns & keys
+
+_ARGS_RE = r"^\s*[a-z][a-z0-9_ ]*?\s*(\(\s*([^)]*?)\s*\))?\s*$"
+
+
+def _type_problem(t: Column) -> Column:
+    """Why the SQL Server type name ``t`` (of ``eventsource.cols``) cannot type a column (NULL: it can).
+
+    Unknown names (``geography``) are readable: they stay strings
+    (:func:`~sqlcdc.formats._sqlserver.unknown_types`). Unreadable: text that is not ``name`` or ``name(args)``, a decimal/numeric whose precision is not 1..38 or
+    whose scale is not 0..precision (SQL Server's own limits, and Spark's), a float(n) outside 1..53,
+    and arguments that are neither digits nor ``max``."""
+    low = F.lower(F.trim(t))
+    shape_ok = F.coalesce(low.rlike(_ARGS_RE), F.lit(False))
+    base = F.trim(F.regexp_extract(low, r"^\s*([a-z][a-z0-9_ ]*?)\s*(\(|$)", 1))
+    args = F.regexp_replace(F.regexp_extract(low, _ARGS_RE, 2), r"\s", "")
+    p = F.regexp_extract(args, r"^([0-9]{1,3})(,([0-9]{1,3}))?$", 1)
+    sc_ = F.regexp_extract(args, r"^([0-9]{1,3})(,([0-9]{1,3}))?$", 3)
+    p_i, s_i = p.try_cast("int"), F.coalesce(F.nullif(sc_, F.lit("")).try_cast("int"), F.lit(0))
+    shown = F.substring(t, 1, 60)
+    return (
+        F.when(~shape_ok, F.format_string("type '%s' is not a SQL Server type name", shown))
+        .when(base.isin("decimal", "numeric") & (args != "") & (
+            (p == "") | (p_i < 1) | (p_i > 38) | (s_i > p_i)), F.format_string(
+            "type '%s' cannot be held: decimal precision must be 1..38 and scale 0..precision", shown))
+        .when((base == "float") & (args != "") & ~F.coalesce(args.rlike("^[0-9]{1,2}$") & (args.try_cast("int") >= 1)
+                                                                & (args.try_cast("int") <= 53), F.lit(False)),
+              F.format_string("type '%s' cannot be held: float(n) needs n in 1..53", shown))
+        .when((args != "") & ~args.rlike("^(max|[0-9]{1,10}(,[0-9]{1,10})?)$"),
+              F.format_string("type '%s' has arguments that are neither digits nor max", shown))
+    )
+
+
+def cols_problem(cols: Column) -> Column:
+    """Why an event's ``eventsource.cols`` (``array<struct<name, type, index>>``) cannot define or
+    type the table (NULL when it can): two names equal but for case (Delta and SQL Server's default
+    collation compare names case-insensitively), a name Delta cannot store (one of
+    :data:`sqlcdc.names.DELTA_BAD_NAME_CHARS`), or a type that cannot be read (:func:`_type_problem`)."""
+    names = F.transform(cols, lambda c: c["name"])
+    lowered = F.transform(names, lambda n: F.lower(n))
+    collide = F.filter(F.array_distinct(lowered),
+                       lambda n: F.size(F.filter(lowered, lambda m: m == n)) > 1)
+    bad_names = F.filter(names, lambda n: n.rlike(DELTA_BAD_NAME_RE))
+    typed = F.transform(cols, lambda c: F.when(_type_problem(c["type"]).isNotNull(), F.format_string(
+        "column %s: %s", c["name"], _type_problem(c["type"]))))
+    bad_types = F.filter(typed, lambda x: x.isNotNull())
+    problems = F.array(
+        F.when(F.size(collide) > 0, F.format_string(
+            "column names equal but for case (%s): Delta cannot hold both",
+            F.array_join(F.filter(names, lambda n: F.array_contains(collide, F.lower(n))), ", "))),
+        F.when(F.size(bad_names) > 0, F.format_string(
+            "column name(s) %s hold a character Delta cannot store in a column name (one of space , ; { } ( ) "
+            "newline tab = backtick); rename the column at the source or give the table `columns:`",
+            F.array_join(F.transform(bad_names, lambda n: F.to_json(F.array(n))), ", "))),
+        F.when(F.size(bad_types) > 0, F.array_join(bad_types, "; ")),
+    )
+    joined = F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; ")
+    return F.when(cols.isNotNull(), F.nullif(joined, F.lit("")))
+
+
+def _shapes(bronze: DataFrame, table: TableConfig) -> list[Any]:
+    """One row per distinct ``eventsource.cols`` of the table's schema-valid events: the first and
+    last commit position it was seen at, its problem (:func:`cols_problem`) and the latest ``pkkey``
+    names. One Spark job; few rows (a table has few shapes)."""
+    ev = events(bronze, table.source).where(
+        _routes(table) & (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull() & F.col("commit_lsn").isNotNull())
+    pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).alias("seq"))
+    return (
+        ev.select("src_cols", pos.alias("pos"), F.transform("pkkey", lambda p: p["name"]).alias("pk_names"))
+        .groupBy("src_cols")
+        .agg(F.min("pos").alias("first"), F.max("pos").alias("last"), F.max_by("pk_names", "pos").alias("pk_names"))
+        .select("src_cols", "first", "last", "pk_names", cols_problem(F.col("src_cols")).alias("problem"))
+        .collect()
+    )
+
+
+def _discover(table: TableConfig, source: SourceConfig, spark: SparkSession) -> dict[str, Any]:
+    """Columns, their first commit position and keys from the landed events (see
+    :func:`~sqlcdc.formats.ces.columns_for`)."""
+    from sqlcdc import transport
+
+    shapes = sorted(_shapes(transport.read_bronze(spark, source, streaming=False), table), key=lambda r: (r["first"]["lsn"], r["first"]["seq"]))
+    cols: list[Any] = []
+    first_seen: dict[str, tuple[str, int]] = {}
+    keys: list[str] = []
+    problems: list[str] = []
+    for shape in shapes:
+        names = [c["name"] for c in shape["src_cols"]]
+        dropped = [n for n in first_seen if n not in names]
+        if shape["problem"] or dropped:
+            problems.append(shape["problem"] or f"lacks column(s) {', '.join(dropped)} seen in earlier events")
+            continue
+        cols = sorted(shape["src_cols"], key=lambda c: (c["index"] if c["index"] is not None else 1 << 30))
+        for n in names:
+            first_seen.setdefault(n, (shape["first"]["lsn"], shape["first"]["seq"]))
+        keys = list(shape["pk_names"] or [])
+    found = {"cols": cols, "first_seen": first_seen, "keys": keys, "problems": problems}
+    return found
+
+
+def _metadata_problems(table: TableConfig, columns: list[ColumnSpec], found: dict[str, Any]) -> Column:
+    """``array<string>`` of reasons the event's ``eventsource.cols`` cannot be taken, when the table's
+    columns come from the events (not from config ``columns:``): :func:`cols_problem`; and a drop:
+    the event lacks a table column that an event earlier in commit order listed. (An event older
+    than a column's first appearance may lack it: that column was added later.) ``found`` is what
+    :func:`~sqlcdc.formats.ces.columns_for` remembered for the table (``ces._discovered``), or ``{}``."""
+    cols = F.col("src_cols")
+    if table.columns:  # the config defines the table: the events' cols neither type nor shape it
+        return F.array().cast("array<string>")
+    out = [F.when(cols.isNotNull(), F.concat(F.lit("data.eventsource.cols: "), cols_problem(cols)))]
+    # only for the columns columns_for discovered (not config columns, not a caller's own list)
+    same = not table.columns and found.get("names") == [c.name for c in columns]
+    first_seen = found.get("first_seen") if same else None
+    if first_seen:
+        names = F.transform(cols, lambda c: c["name"])
+        pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).cast("bigint").alias("seq"))
+        missing = F.filter(F.array(*[
+            F.when(~F.array_contains(names, c.name) & (pos > F.struct(F.lit(first_seen[c.name][0]).alias("lsn"),
+                                                                         F.lit(first_seen[c.name][1]).cast("bigint").alias("seq"))),
+                   F.lit(c.name))
+            for c in columns if c.name in first_seen
+        ]), lambda n: n.isNotNull())
+        out.append(F.when(cols.isNotNull() & (F.size(missing) > 0), F.format_string(
+            "data.eventsource.cols lacks column(s) %s of %s, which earlier events list: the event is not taken "
+            "to drop them; dropping a column needs an explicit config change (`columns:` in the table config "
+            "without it)", F.array_join(missing, ", "), F.lit(table.qualified))))
+    return F.array(*out)
+
+

@@ -1,0 +1,111 @@
+"""Qlik data messages: header fields, the table a message belongs to, its ordering and time.
+
+Private to :mod:`sqlcdc.formats.qlik` (which re-exports :data:`SEQUENCE_WIDTH`); see its
+docstring, "Which table a data message belongs to" and "Ordering".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.formats._qlik_messages import _get
+from sqlcdc.values import in_sql_server_range
+
+__all__ = ["SEQUENCE_WIDTH"]
+
+SEQUENCE_WIDTH = 40
+
+
+# --- routing ---------------------------------------------------------------------------------------
+
+
+def _option(table: TableConfig | None, source: SourceConfig, name: str, default: Any = None) -> Any:
+    if table is not None and name in (table.options or {}):
+        return table.options[name]
+    return (source.options or {}).get(name, default)
+
+
+def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
+    """Valid data messages + the header fields + identity (``_schema``, ``_table``) where known."""
+    dt = parsed.where(F.col("_valid") & (F.col("_kind") == "DT"))
+    inner, h = F.col("_inner"), _get(F.col("_inner"), "headers")
+    dt = dt.select(
+        "*",
+        _get(inner, "schema", as_type="string").alias("_msg_schema"),
+        _get(inner, "table", as_type="string").alias("_msg_table"),
+        _get(h, "operation", as_type="string").alias("_op"),
+        _get(h, "changeSequence", as_type="string").alias("_change_seq"),
+        _get(h, "timestamp", as_type="string").alias("_ts"),
+        _get(h, "transactionId", as_type="string").alias("_tx"),
+        _get(h, "changeMask", as_type="string").alias("_change_mask"),
+        _get(h, "columnMask", as_type="string").alias("_column_mask"),
+        _get(h, "externalSchemaId", as_type="string").alias("_ext_id"),
+        _get(h, "transactionEventCounter", as_type="bigint").alias("_counter"),
+        _get(h, "transactionEventCounter", as_type="string").alias("_counter_text"),
+        F.try_variant_get(inner, "$['data']", "map<string,string>").alias("_data"),
+        F.try_variant_get(inner, "$['beforeData']", "map<string,string>").alias("_before_data"),
+    )
+    ids = versions.where(F.col("schema_id").isNotNull()).groupBy(F.col("schema_id").alias("_by_schema_id")).agg(
+        F.max_by(F.struct("schema", "table"), "version").alias("_by_id")
+    )
+    # no drop() of the join's helper columns: see _parsed
+    dt = dt.join(F.broadcast(ids), F.col("_ext_id") == F.col("_by_schema_id"), "left")
+    by_msg = F.col("_msg_table").isNotNull()
+    return dt.select(
+        "*",
+        F.when(by_msg, F.col("_msg_schema")).otherwise(F.col("_by_id.schema")).alias("_schema"),
+        F.when(by_msg, F.col("_msg_table")).otherwise(F.col("_by_id.table")).alias("_table"),
+    )
+
+
+def _matches(table: TableConfig) -> Column:
+    """The data message (of :func:`_data_rows`) belongs to ``table``."""
+    by_name = (F.lower(F.col("_table")) == table.table.lower()) & (
+        F.col("_schema").isNull() | (F.lower(F.col("_schema")) == table.schema.lower())
+    )
+    regex = (table.options or {}).get("path_regex")
+    by_path = F.col("_table").isNull() & F.col("source_file").rlike(regex) if regex else F.lit(False)
+    return F.coalesce(by_name, F.lit(False)) | F.coalesce(by_path, F.lit(False))
+
+
+# --- ordering and time -------------------------------------------------------------------------------
+
+
+def _padded_sequence(seq: Column) -> Column:
+    """``changeSequence`` (1 to :data:`SEQUENCE_WIDTH` digits) left-padded with zeros; NULL otherwise."""
+    s = F.trim(seq)
+    return F.when(s.rlike(_SEQUENCE_RE), F.lpad(s, SEQUENCE_WIDTH, "0"))
+
+
+_SEQUENCE_RE = f"^[0-9]{{1,{SEQUENCE_WIDTH}}}$"
+
+
+def _sequence_problem(op: Column, seq: Column) -> Column:
+    """Why a CDC message cannot be ordered (NULL when it can; REFRESH needs no changeSequence).
+
+    The seed documents ``changeSequence`` as a string, monotonic across the task, to order records
+    by; Replicate writes it as fixed-width digits. Anything else (``abc``, ``-1``, ``1.5``, more
+    than :data:`SEQUENCE_WIDTH` digits) would sort somewhere arbitrary, so it is refused.
+    """
+    return F.when(
+        (op != "REFRESH") & ~F.coalesce(F.trim(seq).rlike(_SEQUENCE_RE), F.lit(False)),
+        F.format_string(
+            f"headers.changeSequence '%s' is not a change sequence (1 to {SEQUENCE_WIDTH} digits): "
+            "the change cannot be ordered", F.substring(F.coalesce(seq, F.lit("NULL")), 1, 60)),
+    )
+
+
+def _utc(ts: Column) -> Column:
+    """Replicate's UTC time text (``2023-09-11T03:23:25.000``) -> timestamp, whatever the session zone."""
+    ntz = ts.try_cast("timestamp_ntz")
+    out = F.coalesce(
+        F.convert_timezone(F.lit("UTC"), F.current_timezone(), ntz).try_cast("timestamp"),
+        ts.try_cast("timestamp"),
+    )
+    # outside year 1..9999 is not a SQL Server time (and Python clients cannot read it): NULL,
+    # and decode() quarantines the message
+    return in_sql_server_range(out)

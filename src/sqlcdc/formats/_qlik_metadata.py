@@ -1,0 +1,267 @@
+"""Qlik metadata messages -> table versions, which versions may shape a table, and discovery.
+
+Private to :mod:`sqlcdc.formats.qlik` (which re-exports :func:`metadata_versions`,
+:func:`discover`, :func:`metadata_landing` and :data:`COLUMN_STRUCT`); see its docstring,
+"Which metadata version types a data message", "Schema evolution" and "Metadata that must not
+reshape the table".
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sqlcdc.config import SourceConfig, TableConfig, resolve_path
+from sqlcdc.formats._qlik_messages import _get, _parsed
+from sqlcdc.formats.base import BRONZE_SCHEMA, read_text_lines
+from sqlcdc.names import DELTA_BAD_NAME_RE
+
+__all__ = ["COLUMN_STRUCT", "discover", "metadata_landing", "metadata_versions"]
+
+log = logging.getLogger("sqlcdc.formats.qlik")
+
+_COLUMN_DDL = "ordinal:int,type:string,length:bigint,precision:int,scale:int,primaryKeyPosition:int"
+#: One column of one metadata version, sorted by ordinal (the struct's first field).
+COLUMN_STRUCT = "struct<ordinal:int,name:string,type:string,length:bigint,precision:int,scale:int,pk:int>"
+
+
+# --- metadata --------------------------------------------------------------------------------------
+
+
+def _version_number(node: Column) -> Column:
+    return F.try_variant_get(node, "$", "bigint")
+
+
+def _metadata_cols(inner: Column) -> Column:
+    """``array<COLUMN_STRUCT>`` of a metadata message, sorted by ordinal (NULL when unreadable)."""
+    tc = _get(inner, "tableStructure", "tableColumns")
+    as_map = F.try_variant_get(tc, "$", f"map<string,struct<{_COLUMN_DDL}>>")
+    as_list = F.try_variant_get(tc, "$", f"array<struct<name:string,{_COLUMN_DDL}>>")
+
+    def col(name: Column, c: Column) -> Column:
+        return F.struct(
+            c["ordinal"].alias("ordinal"), name.alias("name"), F.upper(F.trim(c["type"])).alias("type"),
+            c["length"].alias("length"), c["precision"].alias("precision"), c["scale"].alias("scale"),
+            F.coalesce(c["primaryKeyPosition"], F.lit(0)).alias("pk"),
+        )
+
+    cols = F.coalesce(
+        F.transform(F.map_entries(as_map), lambda e: col(e["key"], e["value"])),
+        F.transform(as_list, lambda c: col(c["name"], c)),
+    )
+    return F.array_sort(cols)
+
+
+def _metadata_fields(inner: Column) -> list[Column]:
+    """Columns of one metadata message (``inner`` = the bare message)."""
+    lineage = _get(inner, "lineage")
+    return [
+        _get(lineage, "schema", as_type="string").alias("_md_schema"),
+        _get(lineage, "table", as_type="string").alias("_md_table"),
+        _version_number(_get(lineage, "tableVersion")).alias("_md_version"),
+        _get(lineage, "server", as_type="string").alias("_md_server"),
+        _get(lineage, "task", as_type="string").alias("_md_task"),
+        _get(lineage, "timestamp", as_type="string").alias("_md_timestamp"),
+        _get(inner, "schemaId", as_type="string").alias("_md_schema_id"),
+        _metadata_cols(inner).alias("_md_cols"),
+    ]
+
+
+def _metadata_problem(cols: Column) -> Column:
+    """Why a metadata message's columns are unusable (NULL when usable)."""
+    bad = F.filter(cols, lambda c: c["ordinal"].isNull() | (c["ordinal"] < 1) | c["type"].isNull() | (c["type"] == ""))
+    ordinals = F.transform(cols, lambda c: c["ordinal"])
+    return (
+        F.when(cols.isNull(), F.lit("tableStructure.tableColumns: a column's properties do not read "
+                                    "(ordinal, precision, scale, primaryKeyPosition must be integers)"))
+        .when(F.size(cols) == 0, F.lit("tableStructure.tableColumns: no columns"))
+        .when(F.size(bad) > 0, F.format_string(
+            "tableStructure.tableColumns: column(s) %s lack an ordinal >= 1 or a type",
+            F.array_join(F.transform(bad, lambda c: c["name"]), ", ")))
+        .when(F.size(F.array_distinct(ordinals)) < F.size(ordinals), F.lit("tableStructure.tableColumns: duplicate ordinals"))
+    )
+
+
+def _metadata_rows(parsed: DataFrame) -> DataFrame:
+    """Every valid metadata message: ``_md_*`` columns + ``_md_problem`` (NULL = usable)."""
+    md = parsed.where(F.col("_valid") & (F.col("_kind") == "MD"))
+    md = md.select("*", *_metadata_fields(F.col("_inner")))
+    return md.select("*", _metadata_problem(F.col("_md_cols")).alias("_md_problem"))
+
+
+def _metadata_parsed(bronze: DataFrame) -> DataFrame:
+    """The metadata messages of ``bronze``, parsed and validated as such.
+
+    Pre-filtered on the text ``tableStructure`` (a required key of every metadata message) so
+    the data messages, nearly all of bronze, skip the parse here.
+    """
+    return _parsed(bronze.where(F.col("value").contains("tableStructure")), ("MD",))
+
+
+def metadata_versions(parsed: DataFrame) -> DataFrame:
+    """The latest structure per (schema, table, tableVersion), one row each.
+
+    Columns: ``schema, table, version, schema_id, server, task, timestamp, cols`` where ``cols``
+    is ``array<struct<ordinal, name, type, length, precision, scale, pk>>`` sorted by ordinal. A
+    version sent twice keeps the message with the latest ``lineage.timestamp``, then ingest time.
+    """
+    md = _metadata_rows(parsed).where(F.col("_md_problem").isNull())
+    latest = F.max_by(
+        F.struct(
+            F.col("_md_schema").alias("schema"), F.col("_md_table").alias("table"), F.col("_md_schema_id").alias("schema_id"),
+            F.col("_md_server").alias("server"), F.col("_md_task").alias("task"), F.col("_md_timestamp").alias("timestamp"),
+            F.col("_md_cols").alias("cols"),
+        ),
+        F.struct(F.col("_md_timestamp"), F.col("ingest_time"), F.col("record_id")),
+    )
+    grouped = md.groupBy(F.lower("_md_schema").alias("_s"), F.lower("_md_table").alias("_t"), F.col("_md_version").alias("version"))
+    return grouped.agg(latest.alias("_m")).select(
+        F.col("_m.schema").alias("schema"), F.col("_m.table").alias("table"), "version",
+        F.col("_m.schema_id").alias("schema_id"), F.col("_m.server").alias("server"), F.col("_m.task").alias("task"),
+        F.col("_m.timestamp").alias("timestamp"), F.col("_m.cols").alias("cols"),
+    )
+
+
+def _table_versions(versions: DataFrame, table: TableConfig) -> DataFrame:
+    return versions.where(
+        (F.lower(F.col("schema")) == table.schema.lower()) & (F.lower(F.col("table")) == table.table.lower())
+    )
+
+
+# --- metadata that must not reshape a table -------------------------------------------------------
+
+
+def _numeric_problem(c: Column) -> Column:
+    """Why a column struct's NUMERIC/DECIMAL cannot be held by Spark (NULL when it can)."""
+    t = F.upper(F.trim(c["type"]))
+    shape = r"^(NUMERIC|DECIMAL)\s*\(\s*(\d+)\s*(,\s*(\d+)\s*)?\)\s*$"
+    args, args_s = F.regexp_extract(t, shape, 2), F.regexp_extract(t, shape, 4)
+    in_type = args != ""
+    p = F.when(in_type, args.try_cast("bigint")).otherwise(F.coalesce(F.nullif(c["precision"].cast("bigint"), F.lit(0)), F.lit(38)))
+    sc_ = F.when(in_type, F.coalesce(F.nullif(args_s, F.lit("")).try_cast("bigint"), F.lit(0))).otherwise(
+        F.coalesce(c["scale"].cast("bigint"), F.lit(0)))
+    return F.when(t.rlike("^(NUMERIC|DECIMAL)\\b") & ((p > 38) | (sc_ > p) | (sc_ < 0)), F.format_string(
+        "column %s: %s with precision %s and scale %s cannot be held (decimal precision 1..38, scale 0..precision)",
+        c["name"], c["type"], p.cast("string"), sc_.cast("string")))
+
+
+def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: str, relevant: list[str] | None) -> DataFrame:
+    """All versions of ``tv`` (one row per version, with ``cols``) as one row: ``_versions``, an
+    array of ``struct(<fields>, problem)``, ``problem`` NULL when the version can define the table.
+
+    A version cannot when it names two columns equal but for case, a name Delta cannot store, a
+    NUMERIC/DECIMAL Spark cannot hold (precision above 38, or scale above precision), or drops a
+    column that an older usable version has (of ``relevant`` when given: the table's columns).
+
+    Built in several selects, each a shallow expression: Spark Connect sends a plan as nested
+    protobuf messages and refuses one nested deeper than 100 (one expression doing all of it did).
+    """
+    names_of = lambda v: F.transform(v["cols"], lambda c: c["name"])  # noqa: E731
+    staged = tv.select(*fields, F.transform("cols", lambda c: c["name"]).alias("_names"))
+    staged = staged.select(
+        "*",
+        F.transform("_names", lambda n: F.lower(n)).alias("_lowered"),
+        F.filter("_names", lambda n: n.rlike(DELTA_BAD_NAME_RE)).alias("_bad_names"),
+        F.filter(F.transform("cols", _numeric_problem), lambda x: x.isNotNull()).alias("_bad_types"),
+    )
+    staged = staged.select(
+        "*", F.filter(F.array_distinct("_lowered"), lambda n: F.size(F.filter("_lowered", lambda m: m == n)) > 1).alias("_collide"))
+    problems = F.array(
+        F.when(F.size("_collide") > 0, F.format_string(
+            "column names equal but for case (%s): Delta cannot hold both",
+            F.array_join(F.filter("_names", lambda n: F.array_contains(F.col("_collide"), F.lower(n))), ", "))),
+        F.when(F.size("_bad_names") > 0, F.format_string(
+            "column name(s) %s hold a character Delta cannot store in a column name (one of space , ; { } ( ) "
+            "newline tab = backtick); rename the column at the source",
+            F.array_join(F.transform("_bad_names", lambda n: F.to_json(F.array(n))), ", "))),
+        F.when(F.size("_bad_types") > 0, F.array_join("_bad_types", "; ")),
+    )
+    problem = F.nullif(F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; "), F.lit(""))
+    catalog = staged.select(F.struct(*fields, problem.alias("problem")).alias("v")).agg(
+        F.collect_list("v").alias("_staged"))
+
+    def with_drop(v: Column) -> Column:
+        older = F.filter("_staged", lambda o: (o["version"] < v["version"]) & o["problem"].isNull())
+        dropped = F.array_except(F.array_distinct(F.flatten(F.transform(older, names_of))), names_of(v))
+        if relevant is not None:
+            dropped = F.filter(dropped, lambda n: n.isin(*relevant) if relevant else F.lit(False))
+        drop = F.when(F.size(dropped) > 0, F.format_string(
+            f"it drops column(s) %s of {qualified}, which older versions have: the message is not taken to drop "
+            "them; dropping a column needs an explicit config change (`columns:` in the table config without it)",
+            F.array_join(dropped, ", ")))
+        return v.withField("problem", F.coalesce(v["problem"], drop))
+
+    return catalog.select(F.transform("_staged", with_drop).alias("_versions"))
+
+
+# --- discovery (pipeline definition time) -----------------------------------------------------------
+
+
+def metadata_landing(source: SourceConfig) -> str | None:
+    """``options.metadata_landing``, a relative path resolved from the pipeline config's folder
+    (as ``landing`` is)."""
+    extra = source.options.get("metadata_landing")
+    if not extra:
+        return None
+    return resolve_path(Path(source.file).parent, str(extra)) if source.file else str(extra)
+
+
+def discover(spark: SparkSession, source: SourceConfig) -> DataFrame:
+    """Metadata versions (:func:`metadata_versions`) found in the source's landing folders.
+
+    A batch scan of the landed lines that contain ``"tableStructure"`` (metadata messages are
+    few and small); folders that do not exist yet give no versions. A Kafka source is scanned on
+    its topic(s) instead (a batch read of what is there now).
+    """
+    from sqlcdc import transport
+
+    if transport.is_stream(source):
+        return metadata_versions(_metadata_parsed(transport.read_bronze(spark, source, streaming=False)))
+    paths = [p for p in (source.landing, metadata_landing(source)) if p]
+    frames = []
+    for p in paths:
+        try:
+            frames.append(read_text_lines(spark, p, streaming=False, glob=source.options.get("glob")))
+        except AnalysisException as e:  # PATH_NOT_FOUND: nothing landed yet
+            log.info("qlik: no metadata under %s yet (%s)", p, e.getCondition() if hasattr(e, "getCondition") else e)
+    if not frames:
+        empty = spark.createDataFrame([], BRONZE_SCHEMA)
+        return metadata_versions(_metadata_parsed(empty))
+    bronze = frames[0]
+    for f in frames[1:]:
+        bronze = bronze.unionByName(f)
+    return metadata_versions(_metadata_parsed(bronze))
+
+
+def _versions_of(table: TableConfig, source: SourceConfig, spark: SparkSession | None) -> list[dict[str, Any]]:
+    """Every metadata version of ``table``, oldest first, each with its ``problem`` (NULL: usable)."""
+    spark = spark or SparkSession.active()
+    tv = _table_versions(discover(spark, source), table)
+    fields = ("schema", "table", "version", "schema_id", "server", "task", "timestamp", "cols")
+    relevant = [c["name"] for c in table.columns] if table.columns else None
+    cat = _versions_with_problems(tv, fields, table.qualified, relevant).select(F.explode("_versions").alias("v"))
+    rows = cat.select("v.*").orderBy("version").collect()
+    return [r.asDict(recursive=True) for r in rows]
+
+
+def _usable(versions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [v for v in versions if v.get("problem") is None]
+
+
+def _union_columns(versions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Newest version's columns in ordinal order, then columns only older versions had."""
+    out: dict[str, dict[str, Any]] = {}
+    for v in sorted(versions, key=lambda v: -v["version"]):
+        for c in sorted(v["cols"], key=lambda c: c["ordinal"]):
+            out.setdefault(c["name"], c)
+    return list(out.values())
+
+
+def _newest_keys(versions: list[dict[str, Any]]) -> list[str]:
+    newest = max(versions, key=lambda v: v["version"])
+    return [c["name"] for c in sorted((c for c in newest["cols"] if (c["pk"] or 0) > 0), key=lambda c: c["pk"])]
