@@ -335,7 +335,7 @@ def _record_if_reshaped(table: TableConfig, cols: list[ColumnSpec]) -> bool:
 
 
 def declare_gold(cfg: PipelineConfig) -> None:
-    """Per table and SCD type, a gold table applied in source commit order (:mod:`sqlcdc.gold.declare`:
+    """Per table and SCD type, a gold table applied in source commit order (:mod:`sqlcdc.gold.graph`:
     AUTO CDC on Databricks; under ``sqlcdc run`` only checked, as gold is applied after the run)."""
     for table in ready(cfg).tables:  # a waiting table has no silver to apply yet
         for scd_type in table.scd_types:

@@ -96,11 +96,9 @@ from sqlcdc import lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats import _schema_check as sc
-from sqlcdc.formats._ces_events import (
-    DATA_SCHEMA, DEFAULT_SPLIT_TIMEOUT as DEFAULT_SPLIT_TIMEOUT, ENVELOPE_SCHEMA, _groups, _image_map, _pk_value,
-    _routes, disposition, envelopes, events, split_timeout_seconds,
-)
-from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem as cols_problem
+from sqlcdc.formats._ces_events import DATA_SCHEMA, DEFAULT_SPLIT_TIMEOUT, ENVELOPE_SCHEMA, _groups, _image_map  # noqa: F401
+from sqlcdc.formats._ces_events import _pk_value, _routes, disposition, envelopes, events, split_timeout_seconds
+from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
 from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
 from sqlcdc.formats.base import bronze_columns, read_text_lines
 from sqlcdc.transport.files import file_read, open_files

@@ -1,0 +1,465 @@
+"""Change-table exports (CSV, JSON lines, Parquet files of ``cdc.<capture_instance>_CT`` rows) read
+into bronze rows: the landing folder's files (:func:`landed_files`), each local file read with its
+own header or schema, the files and CSV lines that cannot be read as :data:`UNREADABLE` rows, and
+:func:`read_bronze`.
+
+Private to :mod:`sqlcdc.formats.cdc_ct` (which re-exports the names in ``__all__``); see its
+docstring, "Bronze".
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import fnmatch
+import gzip
+import io
+import json
+import os
+import re
+from collections import defaultdict
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from sqlcdc.config import ConfigError, SourceConfig
+from sqlcdc.formats._ct_names import META_COLUMNS, OPERATION, SEQVAL, START_LSN, capture_instance_of
+from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, landed_files_reader, local_path, record_id
+
+__all__ = [
+    "BINARY_HINT",
+    "RAW_TEXT",
+    "REQUIRED_COLUMNS",
+    "UNREADABLE",
+    "WHOLE_ROW_HINT",
+    "landed_files",
+    "read_bronze",
+]
+
+# --- bronze --------------------------------------------------------------------------------------
+
+#: Key added to the JSON of rows read from Parquet: Spark writes binary values into JSON as
+#: base64, and bare base64 can look like hex (``AAAf``), so the row says which it is.
+BINARY_HINT = "__sqlcdc_binary"
+
+_EXTENSIONS = {
+    "parquet": (".parquet",),
+    "csv": (".csv", ".csv.gz"),
+    "json": (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz"),
+}
+#: the rows of unreadable files: bronze without record_id (a StructType, see BRONZE_SCHEMA: a DDL
+#: string here stopped every run that had an unreadable export, or an empty landing folder)
+_UNREADABLE_SCHEMA = StructType(BRONZE_SCHEMA.fields[1:])
+
+
+def _file_format(source: SourceConfig) -> str | None:
+    forced = source.options.get("file_format")
+    if forced is None:
+        return None
+    forced = {"jsonl": "json", "ndjson": "json"}.get(str(forced).lower(), str(forced).lower())
+    if forced not in _EXTENSIONS:
+        raise ConfigError(
+            [f"{source.file}: sources.{source.name}.options.file_format: {forced!r} is not one of "
+             f"{', '.join(_EXTENSIONS)}"]
+        )
+    return forced
+
+
+def landed_files(landing: str, forced: str | None = None, glob: str | None = None) -> dict[str, dict[str, list[str]]]:
+    """Local landing folder -> ``{format: {capture instance: [files]}}`` (plain Python, no Spark job).
+
+    Hidden and ``_``-prefixed files and folders are skipped, as Spark's file sources do.
+    """
+    out: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    if not os.path.isdir(landing):
+        raise FileNotFoundError(f"landing folder {landing} does not exist")
+    for folder, dirs, files in os.walk(landing):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        for name in sorted(files):
+            if name.startswith(("_", ".")) or (glob and not fnmatch.fnmatch(name, glob)):
+                continue
+            low = name.lower()
+            fmt = forced or next((f for f, exts in _EXTENSIONS.items() if low.endswith(exts)), None)
+            if fmt is None:
+                continue
+            path = os.path.join(folder, name)
+            out[fmt][capture_instance_of(path)].append(path)
+    return out
+
+
+def _to_bronze(df: DataFrame, hint: bool = False) -> DataFrame:
+    """Any change-table frame -> ``value`` (the row as JSON) + file lineage, without analysing it."""
+    row = F.struct(F.col("*"), F.lit("base64").alias(BINARY_HINT)) if hint else F.struct(F.col("*"))
+    value = F.to_json(
+        row,
+        {
+            "ignoreNullFields": "false",
+            "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+            "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+        },
+    )
+    return df.select(
+        value.alias("value"),
+        F.col("_metadata.file_path").alias("source_file"),
+        F.col("_metadata.file_modification_time").alias("ingest_time"),
+    )
+
+
+def _read(spark: SparkSession, fmt: str, paths: list[str] | str, source: SourceConfig, glob: str | None) -> DataFrame:
+    """A whole remote landing folder of one format (files read together), or local JSON-lines files."""
+    reader = landed_files_reader(spark)
+    if isinstance(paths, str):  # a whole (remote) landing folder
+        reader = reader.option("recursiveFileLookup", "true")
+        if glob:
+            reader = reader.option("pathGlobFilter", glob)
+    many = [paths] if isinstance(paths, str) else [_spark_path(p) for p in paths]
+    if fmt == "json":
+        lines = reader.format("text").load(many)
+        return lines.where(F.trim("value") != "").select(
+            "value",
+            F.col("_metadata.file_path").alias("source_file"),
+            F.col("_metadata.file_modification_time").alias("ingest_time"),
+        )
+    if fmt == "csv":
+        raw = (
+            reader.option("header", "true")
+            .option("inferSchema", "false")
+            .option("sep", source.options.get("csv_delimiter", ","))
+            .option("nullValue", source.options.get("csv_null_value", ""))
+            .option("multiLine", "true")
+            .option("escape", '"')
+            .csv(many)
+        )
+        return _to_bronze(raw)
+    return _to_bronze(reader.option("mergeSchema", "true").parquet(*many), hint=True)
+
+
+# --- local exports: each file read with its own header / schema ------------------------------------
+
+#: Key of a bronze row that stands for a file, or a CSV line, that could not be read as change-table
+#: rows: ``{"__sqlcdc_unreadable": <reason>, "__sqlcdc_raw": <text or null>}``. The decoder
+#: quarantines it with that reason; nothing is read from it (no value is ever defaulted).
+UNREADABLE = "__sqlcdc_unreadable"
+RAW_TEXT = "__sqlcdc_raw"
+#: Key added to the JSON of a CSV row: the row has every column of its file's header, so a column
+#: missing from it is missing from the file (a Parquet row says so with :data:`BINARY_HINT`); in
+#: JSON lines a missing column is NULL (``FOR JSON`` leaves NULLs out).
+WHOLE_ROW_HINT = "__sqlcdc_format"
+#: The metadata columns a file must have for its rows to be read.
+REQUIRED_COLUMNS = (START_LSN, SEQVAL, OPERATION)
+_GLOB_CHARS = re.compile(r"([\[\]{}*?\\])")
+
+
+def _spark_path(path: str) -> str:
+    """A local path as Spark reads it literally (glob characters escaped: ``d[1].csv`` is a name)."""
+    return _GLOB_CHARS.sub(r"\\\1", path)
+
+
+def _columns_problem(names: list[str], what: str) -> str | None:
+    """Why a file's columns cannot be mapped to change-table columns (None: they can)."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:  # the first problem to tell: the rest is noise when this is not a header at all
+        shown = ", ".join(repr(n[:40]) for n in names[:6]) + (", ..." if len(names) > 6 else "")
+        return (f"its {what} lacks {', '.join(missing)} (it has {shown}): not a change-table export, "
+                "or its first line is not a header")
+    problems, seen = [], set()
+    for i, n in enumerate(names, 1):
+        if n.strip() == "":
+            problems.append(f"column {i} of its {what} has no name")
+        elif n.lower() in seen:
+            problems.append(f"its {what} names column {n[:60]!r} twice")
+        elif n.startswith("__$") and n not in META_COLUMNS:
+            problems.append(f"its {what} has {n[:60]!r}, which is not a change-table column ({', '.join(META_COLUMNS)})")
+        elif n.startswith("__sqlcdc"):
+            problems.append(f"its {what} has {n[:60]!r}, a name sqlcdc reserves")
+        seen.add(n.lower())
+    return "; ".join(problems) or None
+
+
+def _csv_header(path: str, sep: str) -> tuple[list[str] | None, str | None, str, int]:
+    """``(names, problem, header text, empty lines before it)`` of a CSV export: its first record
+    that is not an empty line, taken by the rule the Spark side uses (physical lines until the count
+    of ``"`` is even). ``names`` and ``problem`` None: an empty file (no records at all)."""
+    taken: list[str] = []
+    quotes = blank = 0
+    try:
+        opener = gzip.open if path.lower().endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as fh:
+            for line in fh:
+                if not taken and line.rstrip("\r\n") == "":
+                    blank += 1
+                    continue
+                taken.append(line.rstrip("\r\n"))
+                quotes += line.count('"')
+                if quotes % 2 == 0 or len(taken) >= 1000:
+                    break
+    except (OSError, EOFError, ValueError) as e:  # unreadable, truncated or not-gzip .gz, ...
+        return None, f"cannot be read ({type(e).__name__}: {str(e)[:200]})", "", blank
+    text = "\n".join(taken)
+    if not taken:
+        return None, None, "", blank
+    if quotes % 2:
+        return None, "cannot be read: a quote in its header line is not closed", text[:2000], blank
+    try:
+        names = next(csv.reader(io.StringIO(text), delimiter=sep, quotechar='"', doublequote=True, strict=True))
+    except (csv.Error, StopIteration, TypeError) as e:
+        return None, f"cannot be read: its header line is not CSV ({e})", text[:2000], blank
+    if names:
+        names[0] = names[0].lstrip("\ufeff")  # a UTF-8 byte order mark
+    problem = _columns_problem(names, "header")
+    return names, problem and f"cannot be mapped to change-table columns: {problem}", text[:2000], blank
+
+
+def _parquet_schema(path: str) -> tuple[tuple | None, str | None]:
+    """``(schema key, problem)`` of a Parquet export, from its footer (pyarrow: no Spark job)."""
+    import pyarrow.parquet as pq
+    import pyarrow.types as pat
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception as e:  # noqa: BLE001 - whatever pyarrow raises, the file is not readable Parquet
+        return None, f"is not a readable Parquet file ({type(e).__name__}: {str(e)[:200]})"
+    unreadable: list[str] = []
+
+    def walk(name: str, t) -> None:  # types Spark's Parquet reader refuses
+        if pat.is_time(t) or (pat.is_timestamp(t) and t.unit == "ns"):
+            unreadable.append(f"{name} ({t})")
+        for i in range(getattr(t, "num_fields", 0) if pat.is_struct(t) else 0):
+            walk(f"{name}.{t.field(i).name}", t.field(i).type)
+        if pat.is_list(t) or pat.is_large_list(t) or pat.is_fixed_size_list(t):
+            walk(f"{name}[]", t.value_type)
+        if pat.is_map(t):
+            walk(f"{name}{{key}}", t.key_type)
+            walk(f"{name}{{value}}", t.item_type)
+
+    for f in schema:
+        walk(f.name, f.type)
+    problems = [p for p in (_columns_problem(list(schema.names), "schema"),) if p]
+    if unreadable:
+        problems.append(f"it has column(s) of a type Spark cannot read: {', '.join(unreadable)}")
+    problem = "; ".join(problems)
+    return tuple((f.name, str(f.type)) for f in schema), problem and f"cannot be mapped to change-table columns: {problem}"
+
+
+def _unreadable_files(spark: SparkSession, found: list[tuple[str, str, str]]) -> DataFrame:
+    """One bronze row per landed file that cannot be read at all: ``(path, problem, raw text)``."""
+    rows = []
+    for path, problem, raw in found:
+        try:
+            mtime = dt.datetime.fromtimestamp(os.stat(path).st_mtime, tz=dt.timezone.utc)
+        except OSError:
+            mtime = dt.datetime.now(tz=dt.timezone.utc)
+        value = json.dumps({UNREADABLE: f"file {os.path.basename(path)} {problem}", RAW_TEXT: raw or None})
+        rows.append((value, file_uri(path), mtime))
+    return spark.createDataFrame(rows, _UNREADABLE_SCHEMA)
+
+
+def _regex_char(ch: str) -> str:
+    return ch if ch.isalnum() else "\\" + ch
+
+
+def _csv_record_regex(sep: str) -> str:
+    """One whole CSV record: fields split by ``sep``; a quoted field is ``"..."`` with ``""`` inside
+    and may span lines; an unquoted one holds no line break and does not start with ``"``.
+    Possessive loops over character classes: no backtracking, no deep regex stacks on long values."""
+    quoted = '"(?:[^"]++|"")*+"'
+    s = "".join(_regex_char(c) for c in sep)
+    if len(sep) == 1:
+        unquoted = f'[^"{s}\\r\\n][^{s}\\r\\n]*+'
+    else:
+        unquoted = f'(?!"|{s})[^\\r\\n](?:(?!{s})[^\\r\\n])*+'
+    field = f"(?:{quoted}|{unquoted})?"
+    return f"^{field}(?:{s}{field})*+$"
+
+
+def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: SourceConfig, skip: int = 0) -> DataFrame:
+    """CSV exports sharing ``header`` (one read): lines assembled into records in Spark, each record
+    parsed with ``from_csv`` against the header's positions, so a file's own header names its values.
+
+    A record is the physical lines up to the one where the count of ``"`` since it began is even (a
+    quoted value may span lines). A record that is not well-formed CSV -- a quote left open runs on
+    into the following lines, which Spark's CSV reader returns as one silently wrong value or
+    drops -- is taken apart into its lines: the first (where the quote was opened) is unreadable,
+    every following line that is a whole record on its own is read, the rest are unreadable, with
+    a reason naming the open quote's line. A record without the header's field count is unreadable.
+    Unreadable lines become :data:`UNREADABLE` bronze rows (quarantined by the decoder). ``skip``:
+    the empty lines before the header (each is a record of its own).
+    """
+    sep = str(source.options.get("csv_delimiter", ","))
+    null_value = str(source.options.get("csv_null_value", ""))
+    shape = _csv_record_regex(sep)
+    lines = landed_files_reader(spark).format("text").load([_spark_path(p) for p in paths]).select(
+        F.col("value").alias("_line"),
+        F.col("_metadata.file_path").alias("source_file"),
+        F.col("_metadata.file_modification_time").alias("ingest_time"),
+        F.col("_metadata.file_block_start").alias("_block"),
+        F.monotonically_increasing_id().alias("_mid"),  # increasing within a split of a file
+    )
+    in_file = Window.partitionBy("source_file").orderBy("_block", "_mid")
+    n_quotes = F.length("_line") - F.length(F.regexp_replace("_line", '"', ""))
+    lines = lines.select(
+        "_line", "source_file", "ingest_time", "_block", "_mid",
+        F.row_number().over(in_file).alias("_n"),
+        (F.sum(n_quotes).over(in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)) % 2 == 0).alias("_end"),
+    )
+    lines = lines.select(
+        "_line", "source_file", "ingest_time", "_block", "_mid", "_n", "_end",
+        F.coalesce(F.lag("_end").over(in_file), F.lit(True)).alias("_starts"),  # the line begins a record
+        F.coalesce(F.sum(F.col("_end").cast("int")).over(in_file.rowsBetween(Window.unboundedPreceding, -1)),
+                   F.lit(0)).alias("_rec"),  # record `skip` is the header
+    )
+    lines = lines.where(F.col("_rec") > skip)
+    # Most records are one line: they need no grouping (no shuffle).
+    one_line = F.col("_starts") & F.col("_end")
+    single = lines.where(one_line & (F.col("_line") != "")).select(  # Spark's CSV reader skips empty lines too
+        "source_file", "ingest_time", "_n", F.col("_line").alias("_cand"),
+        F.when(~F.col("_line").rlike(shape), F.format_string(
+            'line %d: not well-formed CSV (a quoted value is followed by text before the next delimiter)', F.col("_n"))
+        ).alias("_why"),
+    )
+    records = lines.where(~one_line).groupBy("source_file", "_rec").agg(
+        F.sort_array(F.collect_list(F.struct("_n", "_line", "_end"))).alias("_lines"),
+        F.max("ingest_time").alias("ingest_time"),
+    )
+    text = F.array_join(F.transform("_lines", lambda x: x["_line"]), "\n")
+    records = records.select(
+        "source_file", "ingest_time", "_lines", text.alias("_text"),
+        F.element_at("_lines", -1)["_end"].alias("_closed"),
+    )
+    # a well-formed record is one candidate; one that is not is taken apart into its lines
+    well_formed = F.col("_closed") & F.col("_text").rlike(shape)
+    open_n, last_n = F.col("_lines")[0]["_n"], F.element_at("_lines", -1)["_n"]
+
+    def line_of(x: Column, i: Column) -> Column:
+        line = x["_line"]
+        on_its_own = ((F.length(line) - F.length(F.regexp_replace(line, '"', ""))) % 2 == 0) & line.rlike(shape)
+        why = F.when(
+            (i == 0) & (last_n == open_n),
+            F.format_string('line %d: a quote (") is not closed (unterminated or stray quote)', x["_n"]),
+        ).when(
+            i == 0,
+            F.format_string(
+                'line %d: a quote (") is not closed where the record should end (unterminated or stray quote); '
+                "lines %d-%d would have been read as one value: they are read line by line instead",
+                x["_n"], x["_n"], last_n),
+        ).when(
+            ~on_its_own,
+            F.format_string("line %d: not a CSV record on its own (it follows the quote left open at line %d)",
+                            x["_n"], open_n),
+        )
+        return F.struct(x["_n"].alias("_n"), line.alias("_cand"), why.alias("_why"), ((i == 0) | (line != "")).alias("_keep"))
+
+    pieces = F.when(
+        well_formed,
+        F.array(F.struct(open_n.alias("_n"), F.col("_text").alias("_cand"), F.lit(None).cast("string").alias("_why"),
+                         F.lit(True).alias("_keep"))),
+    ).otherwise(F.transform("_lines", line_of))
+    multi = records.select("source_file", "ingest_time", F.explode(pieces).alias("_c")).where(F.col("_c._keep")).select(
+        "source_file", "ingest_time", F.col("_c._n").alias("_n"), F.col("_c._cand").alias("_cand"), F.col("_c._why").alias("_why"),
+    )
+    cands = single.unionByName(multi)
+    ddl = ", ".join(f"c{i} string" for i in range(len(header))) + ", _bad string"
+    parsed = F.from_csv(
+        F.col("_cand"), ddl,
+        {"sep": sep, "nullValue": null_value, "escape": '"', "mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_bad"},
+    )
+    cands = cands.select("source_file", "ingest_time", "_cand", "_n", "_why", F.when(F.col("_why").isNull(), parsed).alias("_p"))
+    why = F.coalesce(
+        F.col("_why"),
+        F.when(F.col("_p._bad").isNotNull(), F.format_string(
+            "line %d: the record does not have the %d fields of the file's header", F.col("_n"), F.lit(len(header)))),
+    )
+    row = F.struct(*[F.col(f"_p.c{i}").alias(name) for i, name in enumerate(header)], F.lit("csv").alias(WHOLE_ROW_HINT))
+    bad = F.struct(why.alias(UNREADABLE), F.col("_cand").alias(RAW_TEXT))
+    value = F.when(why.isNull(), F.to_json(row, {"ignoreNullFields": "false"})).otherwise(
+        F.to_json(bad, {"ignoreNullFields": "false"}))
+    return cands.select(value.alias("value"), "source_file", "ingest_time")
+
+
+def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: str | None, glob: str | None) -> list[DataFrame]:
+    """Bronze frames of a local landing: JSON lines read together (a line is a record), CSV files
+    grouped by their own header and Parquet files by their own schema (one read per group, so a
+    file's columns are read by name, whatever their order or types in other files), and a frame
+    of the files that cannot be read at all (see :data:`UNREADABLE`)."""
+    frames: list[DataFrame] = []
+    unreadable: list[tuple[str, str, str]] = []
+    sep = str(source.options.get("csv_delimiter", ","))
+    checks = FileChecks.of_this_run()  # a whole .gz is decompressed once, not on every run
+    for fmt, groups in sorted(landed_files(root, forced, glob).items()):
+        files = []
+        for path in (p for _, ps in sorted(groups.items()) for p in ps):
+            problem = checks.problem(path)
+            if problem:
+                unreadable.append((path, problem, ""))
+            else:
+                files.append(path)
+        if fmt == "json":
+            if files:
+                frames.append(_read(spark, fmt, files, source, None))
+            continue
+        by_columns: dict[tuple, list[str]] = defaultdict(list)
+        for path in files:
+            if fmt == "csv":
+                names, problem, raw, blank = _csv_header(path, sep)
+                key = (tuple(names), blank) if names is not None else None
+            else:
+                key, problem = _parquet_schema(path)
+                raw = ""
+            if problem:
+                unreadable.append((path, problem, raw))
+            elif key is not None:
+                by_columns[key].append(path)
+        for key, paths in by_columns.items():
+            if fmt == "csv":
+                frames.append(_read_csv(spark, paths, list(key[0]), source, key[1]))
+            else:
+                frames.append(_to_bronze(landed_files_reader(spark).parquet(*[_spark_path(p) for p in paths]), hint=True))
+    checks.save()
+    if unreadable:
+        frames.append(_unreadable_files(spark, unreadable))
+    return frames
+
+
+def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = False) -> DataFrame:
+    """Landed change-table exports (Parquet, CSV, JSON lines) as bronze rows (a batch read).
+
+    Columns: ``record_id, value, source_file, ingest_time`` (the file's modification time). A local
+    landing folder is listed in Python; each CSV or Parquet file is read with its own header or
+    schema (:func:`_read_local`), and a file or CSV line that cannot be read is a bronze row that
+    says why (:data:`UNREADABLE`). A remote one (``abfss://...``) needs ``options.file_format`` and is
+    read whole. Nothing is analysed or executed here (SDP query functions must stay lazy).
+    ``streaming=True`` is refused: see the module docstring.
+    """
+    if streaming:
+        raise ValueError(f"source {source.name}: cdc_ct bronze is a batch read (STREAMING = False)")
+    if not source.landing:
+        raise ConfigError([f"{source.file}: sources.{source.name}.landing: required for a file source"])
+    forced, glob = _file_format(source), source.options.get("glob")
+    root = local_path(source.landing)
+    frames: list[DataFrame] = []
+    if root is None:
+        if forced is None:
+            raise ConfigError(
+                [f"{source.file}: sources.{source.name}.options.file_format: required for a remote landing "
+                 f"({source.landing}): one of {', '.join(_EXTENSIONS)}"]
+            )
+        frames.append(_read(spark, forced, source.landing, source, glob))
+    else:
+        if not os.path.isdir(root):
+            raise FileNotFoundError(
+                f"{source.file}: sources.{source.name}.landing: folder {root} does not exist (create it, or "
+                "export change-table rows into it)"
+            )
+        frames = _read_local(spark, root, source, forced, glob)
+    if not frames:
+        return spark.createDataFrame([], BRONZE_SCHEMA)
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out.select(
+        record_id(F.col("source_file"), F.col("value")).alias("record_id"),
+        "value",
+        "source_file",
+        "ingest_time",
+    )

@@ -1,0 +1,78 @@
+"""Names in SQL Server change-table exports: the metadata columns of a ``cdc.<capture_instance>_CT``
+row, and the capture instance a landed file belongs to, told by its path.
+
+Private to :mod:`sqlcdc.formats.cdc_ct` (which re-exports every name here) and its other ``_ct_*``
+modules; see its docstring, "What lands".
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from sqlcdc.config import TableConfig
+
+__all__ = [
+    "COMMAND_ID",
+    "COMMIT_TIME_COLUMN",
+    "END_LSN",
+    "META_COLUMNS",
+    "OPERATION",
+    "SEQVAL",
+    "START_LSN",
+    "UPDATE_MASK",
+    "capture_instance_col",
+    "capture_instance_of",
+    "table_capture_instance",
+]
+
+START_LSN, END_LSN, SEQVAL = "__$start_lsn", "__$end_lsn", "__$seqval"
+OPERATION, UPDATE_MASK, COMMAND_ID = "__$operation", "__$update_mask", "__$command_id"
+META_COLUMNS = (START_LSN, END_LSN, SEQVAL, OPERATION, UPDATE_MASK, COMMAND_ID)
+COMMIT_TIME_COLUMN = "tran_end_time"
+
+# Capture instance from a file path (see the cdc_ct module docstring). Same patterns in Python and Spark.
+_CI_FROM_NAME = r"^(?:cdc\.)?(.+)_CT(?:[._-].*)?$"
+_CI_FROM_FOLDER = r"^(?:cdc\.)?(.+?)(?:_CT)?$"
+
+
+# --- capture instance of a landed file -----------------------------------------------------------
+
+
+def capture_instance_of(path: str) -> str:
+    """The capture instance a landed file belongs to, from its path ('' when none can be told).
+
+    >>> capture_instance_of("file:///landing/cdc.dbo_orders_CT.csv")
+    'dbo_orders'
+    >>> capture_instance_of("/landing/dbo_orders_CT_0001.parquet")
+    'dbo_orders'
+    >>> capture_instance_of("/landing/sales_Order%20Lines/part-0.json")
+    'sales_Order Lines'
+    """
+    parts = [unquote(p) for p in path.rstrip("/").split("/")]
+    m = re.match(_CI_FROM_NAME, parts[-1])
+    if m:
+        return m.group(1)
+    if len(parts) >= 2:
+        m = re.match(_CI_FROM_NAME, parts[-2]) or re.match(_CI_FROM_FOLDER, parts[-2])
+        if m:
+            return m.group(1)
+    return ""
+
+
+def capture_instance_col(path: Column) -> Column:
+    """Spark version of :func:`capture_instance_of`."""
+    name = F.url_decode(F.regexp_extract(path, r"([^/]+)/*$", 1))
+    folder = F.url_decode(F.regexp_extract(path, r"([^/]+)/[^/]+/*$", 1))
+    from_name = F.regexp_extract(name, _CI_FROM_NAME, 1)
+    folder_ct = F.regexp_extract(folder, _CI_FROM_NAME, 1)
+    from_folder = F.regexp_extract(folder, _CI_FROM_FOLDER, 1)
+    return F.when(from_name != "", from_name).when(folder_ct != "", folder_ct).otherwise(from_folder)
+
+
+def table_capture_instance(table: TableConfig) -> str:
+    """``options.capture_instance``, default ``<schema>_<table>``."""
+    return str(table.options.get("capture_instance") or f"{table.schema}_{table.table}")

@@ -1,0 +1,163 @@
+"""Values of change-table rows: the export spellings of LSNs, binary values and the update mask
+(:func:`lsn_text`, :func:`binary_hex`, :func:`changed_from_mask`), and a bronze row parsed into its
+metadata, typed image and the reasons it cannot be decoded (``_parsed``).
+
+Private to :mod:`sqlcdc.formats.cdc_ct` (which re-exports the names in ``__all__``); see its
+docstring, "Decoding".
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sqlcdc import lsn
+from sqlcdc.config import TableConfig
+from sqlcdc.formats._ct_exports import BINARY_HINT, UNREADABLE, WHOLE_ROW_HINT
+from sqlcdc.formats._ct_names import (
+    COMMAND_ID,
+    COMMIT_TIME_COLUMN,
+    OPERATION,
+    SEQVAL,
+    START_LSN,
+    UPDATE_MASK,
+    capture_instance_col,
+    table_capture_instance,
+)
+from sqlcdc.formats._masks import mask_has
+from sqlcdc.formats.base import one_json_value
+from sqlcdc.values import ColumnSpec, commit_time, typed_struct
+
+__all__ = ["binary_hex", "changed_from_mask", "lsn_text"]
+
+# --- value spellings -----------------------------------------------------------------------------
+
+
+def lsn_text(raw: Column) -> Column:
+    """An LSN in an export spelling -> 20 hex digits; NULL unless it is exactly a binary(10).
+
+    Spellings: ``0x`` + 20 hex digits, 20 bare hex digits (``bcp``), or base64 of the 10 bytes
+    (16 characters ending ``==``: ``FOR JSON``, and Parquet binary as bronze renders it). A short
+    or long value (``0x01``, 24 digits), non-hex text or the zero LSN is NULL: never padded.
+    """
+    t = F.trim(raw)
+    return F.when(
+        t.rlike(r"^[A-Za-z0-9+/]{14}==$"), lsn.binary_lsn(F.try_to_binary(t, F.lit("base64")))
+    ).otherwise(lsn.parse_lsn(t, "hex"))
+
+
+def _json_number(value: Column, name: str) -> Column:
+    """True when ``name`` in the JSON row ``value`` is a JSON number, not text (LSNs are text or
+    binary: 12345678901234567890 as a number is not the LSN 0x12345678901234567890)."""
+    field = F.try_variant_get(F.try_parse_json(value), "$['" + name + "']", "variant")
+    return F.coalesce(F.schema_of_variant(field) != F.lit("STRING"), F.lit(False))
+
+
+def binary_hex(raw: Column, prefer_base64: bool | Column = False) -> Column:
+    """Binary text (``0x`` hex, bare hex, base64) -> upper-case hex digits, NULL when unreadable.
+
+    Text that reads both ways (``AAAf``) is hex unless ``prefer_base64`` (a flag or a per-row
+    condition) says base64; ``0x`` always means hex (``0xZZ`` is NULL, not base64), unless
+    ``prefer_base64`` says the row's binary is base64 (Parquet).
+    """
+    t = F.trim(raw)
+    prefixed = t.rlike(r"^0[xX]([0-9A-Fa-f]{2})*$")
+    bare_hex = t.rlike(r"^([0-9A-Fa-f]{2})*$")
+    b64 = t.rlike(r"^[A-Za-z0-9+/]*={0,2}$") & (F.length(t) % 4 == 0)
+    from_hex = F.upper(F.regexp_replace(t, r"^0[xX]", ""))
+    from_b64 = F.hex(F.try_to_binary(t, F.lit("base64")))
+    prefer = prefer_base64 if isinstance(prefer_base64, Column) else F.lit(bool(prefer_base64))
+    return (
+        F.when(prefixed, from_hex)
+        .when(F.coalesce(prefer, F.lit(False)) & b64, from_b64)
+        .when(t.rlike(r"^0[xX]"), F.lit(None))  # 0x + non-hex (0xZZ): not binary, never base64
+        .when(bare_hex, from_hex)
+        .when(b64, from_b64)
+    )
+
+
+def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
+    """The names of the columns whose mask bit is set, in column order; NULL when no mask."""
+    flagged = F.array(*[F.when(mask_has(mask_hex, c.ordinal or i, "big"), F.lit(c.name)) for i, c in enumerate(columns, 1)])
+    return F.when(mask_hex.isNotNull(), F.filter(flagged, lambda x: x.isNotNull()))
+
+# --- a bronze row parsed -------------------------------------------------------------------------
+
+
+def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column) -> Column:
+    """The configured columns' text, binary normalised to ``0x`` hex (kept as is when unreadable)."""
+    entries = []
+    for c in columns:
+        v = m[c.name]
+        if c.encoding == "hex":
+            h = binary_hex(v, prefer_base64)
+            v = F.when(v.isNull(), v).when(h.isNotNull(), F.concat(F.lit("0x"), h)).otherwise(v)
+        entries += [F.lit(c.name), v]
+    return F.create_map(*entries)
+
+
+def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> DataFrame:
+    """Bronze rows of ``table`` + parsed metadata, typed image, and ``_reasons`` (empty = good)."""
+    ci = table_capture_instance(table)
+    option_b64 = str(table.source.options.get("binary_text", "hex")).lower() == "base64"
+    rows = bronze.where(F.lower(capture_instance_col(F.col("source_file"))) == ci.lower())
+    first = F.from_json(F.col("value"), "map<string,string>")  # of '{...}{...}' Spark reads the first alone
+    rows = rows.select("*", F.when(one_json_value(F.col("value")), first).alias("_m"), first.isNotNull().alias("_an_object"))
+    m = F.col("_m")
+    prefer_b64 = F.lit(True) if option_b64 else F.coalesce(m[BINARY_HINT] == "base64", F.lit(False))
+    image, value_errors = typed_struct(_raw_map(m, columns, prefer_b64), columns)
+    mask_raw = m[UPDATE_MASK]
+    mask = binary_hex(mask_raw, prefer_b64)
+    # A 20-digit LSN must be JSON text: the same digits as a JSON number are a number (rare: only
+    # then is the row parsed a second time, as a variant, to tell).
+    def lsn_of(raw: Column, name: str) -> Column:
+        v = lsn_text(raw)
+        return F.when(F.trim(raw).rlike(r"^[0-9]{20}$") & _json_number(F.col("value"), name), F.lit(None)).otherwise(v)
+
+    rows = rows.select(
+        "*",
+        lsn_of(m[START_LSN], START_LSN).alias("_start"),
+        lsn_of(m[SEQVAL], SEQVAL).alias("_seq"),
+        m[OPERATION].try_cast("int").alias("_op"),
+        m[COMMAND_ID].try_cast("int").alias("_cmd"),
+        mask.alias("_mask"),
+        image.alias("_img"),
+        commit_time(m[COMMIT_TIME_COLUMN]).alias("_commit_time"),
+        value_errors.alias("_value_errors"),
+    )
+    keys = list(table.keys)
+    reasons = F.filter(
+        F.concat(
+            F.array(
+                F.when(m.isNull() & F.col("_an_object"), F.lit(
+                    "more than one JSON document on one line (each landed line must hold exactly one change-table row)")),
+                F.when(~F.col("_an_object"), F.lit("not a JSON object")),
+                F.when(m.isNotNull() & m[START_LSN].isNull(), F.lit(f"missing {START_LSN}")),
+                F.when(m[START_LSN].isNotNull() & F.col("_start").isNull(),
+                       F.format_string(f"{START_LSN} %s is not an LSN ({_LSN_SHAPES})", F.substring(m[START_LSN], 1, 60))),
+                F.when(m.isNotNull() & m[SEQVAL].isNull(), F.lit(f"missing {SEQVAL}")),
+                F.when(m[SEQVAL].isNotNull() & F.col("_seq").isNull(),
+                       F.format_string(f"{SEQVAL} %s is not an LSN ({_LSN_SHAPES})", F.substring(m[SEQVAL], 1, 60))),
+                F.when(m.isNotNull() & ~F.coalesce(F.col("_op").isin(1, 2, 3, 4), F.lit(False)),
+                       F.format_string(f"{OPERATION} %s is not 1, 2, 3 or 4", F.coalesce(m[OPERATION], F.lit("NULL")))),
+                F.when(m[COMMAND_ID].isNotNull() & F.col("_cmd").isNull(),
+                       F.format_string(f"{COMMAND_ID} %s is not an integer", m[COMMAND_ID])),
+                F.when(mask_raw.isNotNull() & mask.isNull(),
+                       F.format_string(f"{UPDATE_MASK} %s is not binary (0x hex or base64)", mask_raw)),
+                F.when(m[COMMIT_TIME_COLUMN].isNotNull() & F.col("_commit_time").isNull(), F.format_string(
+                    f"{COMMIT_TIME_COLUMN} %s is not a time within year 1..9999", F.substring(m[COMMIT_TIME_COLUMN], 1, 60))),
+            ),
+            F.col("_value_errors"),
+            # a CSV/Parquet file without a configured column: its value was not exported, never NULL
+            F.array(*[F.when((m[BINARY_HINT].isNotNull() | m[WHOLE_ROW_HINT].isNotNull()) & ~F.map_contains_key(m, c.name),
+                             F.lit(f"column {c.name} is not in the file's header or schema")) for c in columns]),
+            F.array(*[F.when(m.isNotNull() & F.col("_img")[k].isNull(), F.lit(f"key column {k} is NULL")) for k in keys]),
+        ),
+        lambda r: r.isNotNull(),
+    )
+    # a file or CSV line bronze could not read (UNREADABLE): its reason, and nothing read from it
+    reasons = F.when(m[UNREADABLE].isNotNull(), F.array(m[UNREADABLE])).otherwise(reasons)
+    return rows.select("*", reasons.alias("_reasons"))
+
+
+_LSN_SHAPES = "binary(10), 0x hex or base64"
