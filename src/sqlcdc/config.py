@@ -160,7 +160,10 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     data, lines = read_yaml(path, problems)
     if data is None:
         raise ConfigError(problems or [f"{path}:1: (top level): the file is empty"])
-    shape = schema_problems(data, "pipeline-config.schema.json", path, lines)
+    from sqlcdc import formats  # formats imports this module (ConfigError): look it up here
+
+    # `format`: every decoder installed (built-in, or another package's entry point).
+    shape = schema_problems(data, "pipeline-config.schema.json", path, lines, enums={"format": formats.available()})
     problems += shape
     pipeline_ok = not shape
     if not isinstance(data, dict):

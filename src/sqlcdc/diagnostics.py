@@ -45,9 +45,26 @@ def _registry() -> Registry:
 
 
 @lru_cache(maxsize=None)
-def validator(schema_file: str) -> Draft202012Validator:
-    """A validator for ``schemas/<schema_file>``, resolving references between our schemas."""
+def validator(schema_file: str, enums: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Draft202012Validator:
+    """A validator for ``schemas/<schema_file>``, resolving references between our schemas.
+
+    ``enums``: ``(property, values)`` pairs that replace the ``enum`` of every property of that
+    name, for values known only at run time (the ``format`` of every installed decoder)."""
     schema = json.loads((SCHEMAS_DIR / schema_file).read_text())
+    given = dict(enums)
+
+    def replace(node: Any) -> None:
+        if isinstance(node, dict):
+            for name, sub in (node.get("properties") or {}).items():
+                if name in given and isinstance(sub, dict) and "enum" in sub:
+                    sub["enum"] = list(given[name])
+            for value in node.values():
+                replace(value)
+        elif isinstance(node, list):
+            for value in node:
+                replace(value)
+
+    replace(schema)
     return Draft202012Validator(schema, registry=_registry())
 
 
@@ -131,9 +148,12 @@ def _leaf_errors(err):
     return err
 
 
-def schema_problems(data: Any, schema_file: str, file: Path, lines: dict[tuple, int]) -> list[str]:
-    """Every JSON Schema violation of ``data``, as ``file:line: field: message``, in line order."""
-    return _violations(validator(schema_file), data, file, lines)
+def schema_problems(data: Any, schema_file: str, file: Path, lines: dict[tuple, int],
+                    enums: dict[str, list[str]] | None = None) -> list[str]:
+    """Every JSON Schema violation of ``data``, as ``file:line: field: message``, in line order
+    (``enums``: see :func:`validator`)."""
+    frozen = tuple(sorted((k, tuple(v)) for k, v in (enums or {}).items()))
+    return _violations(validator(schema_file, frozen), data, file, lines)
 
 
 def options_problems(options: Any, schema: dict[str, Any], file: Path, lines: dict[tuple, int],

@@ -85,77 +85,95 @@ def _cast(expr: str, column: dict) -> str:
     return expr
 
 
-def transformation(table: TableConfig) -> tuple[list[str], list[str]]:
-    """``select_exp`` and ``where_clause`` turning the producer's envelope text (``value``) into rows."""
-    fmt = table.source.format
+def transformation(table: TableConfig) -> tuple[list[str], list[str]] | None:
+    """``select_exp`` and ``where_clause`` turning the producer's envelope text (``value``) into rows
+    (its decoder's :meth:`~sqlcdc.formats.Decoder.dlt_meta_select`); None when the producer has no
+    dlt-meta mapping (:func:`refusals` names it)."""
     columns = list(table.columns) or [{"name": k, "type": "string"} for k in table.keys]
-    schema, name = _lit(table.schema), _lit(table.table)
+    return formats.get(table.source.format).dlt_meta_select(table, columns)
 
-    if fmt == "debezium":
-        def j(path: str) -> str:  # schema envelope (payload.*) or payload-only
-            return f"coalesce(get_json_object(value, {_lit('$.payload' + path)}), get_json_object(value, {_lit('$' + path)}))"
 
-        op = j(".op")
-        values = [
-            _cast(f"CASE WHEN {op} = 'd' THEN {j('.before' + _json_path(c['name']))} ELSE {j('.after' + _json_path(c['name']))} END", c)
-            + f" AS {quote(c['name'])}"
-            for c in columns
-        ]
-        meta = [
-            f"CASE {op} WHEN 'c' THEN 'INSERT' WHEN 'u' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' WHEN 'r' THEN 'SNAPSHOT' "
-            f"WHEN 't' THEN 'TRUNCATE' END AS _op",
-            f"concat_ws(':', {j('.source.commit_lsn')}, coalesce({j('.source.change_lsn')}, '00000000:00000000:0000'), "
-            f"lpad(coalesce({j('.source.event_serial_no')}, '0'), 10, '0')) AS _sequence",
-            f"timestamp_millis(cast({j('.source.ts_ms')} AS bigint)) AS _commit_time",
-        ]
-        where = [f"{op} IS NOT NULL", f"{j('.source.schema')} = {schema}", f"{j('.source.table')} = {name}"]
-    elif fmt == "qlik":
-        def j(path: str) -> str:  # wrapped ({"magic", "type", "message": {...}}) or bare message
-            return f"coalesce(get_json_object(value, {_lit('$.message' + path)}), get_json_object(value, {_lit('$' + path)}))"
+def _json_getter(prefix: str):
+    """``j(path)``: the text at ``prefix + path`` of an envelope that may or may not be wrapped in
+    ``prefix`` (Debezium's schema envelope ``$.payload``, Qlik's atMSG ``$.message``)."""
+    def j(path: str) -> str:
+        return f"coalesce(get_json_object(value, {_lit('$' + prefix + path)}), get_json_object(value, {_lit('$' + path)}))"
+    return j
 
-        op = j(".headers.operation")
-        values = [
-            _cast(f"CASE WHEN {op} = 'DELETE' THEN coalesce({j('.beforeData' + _json_path(c['name']))}, "
-                  f"{j('.data' + _json_path(c['name']))}) ELSE {j('.data' + _json_path(c['name']))} END", c)
-            + f" AS {quote(c['name'])}"
-            for c in columns
-        ]
-        meta = [
-            f"CASE {op} WHEN 'REFRESH' THEN 'SNAPSHOT' ELSE {op} END AS _op",
-            f"concat_ws(':', CASE WHEN {op} = 'REFRESH' THEN '0' ELSE '1' END, {j('.headers.changeSequence')}, "
-            f"lpad(coalesce({j('.headers.transactionEventCounter')}, '0'), 10, '0')) AS _sequence",
-            f"try_cast({j('.headers.timestamp')} AS timestamp) AS _commit_time",
-        ]
-        where = [f"{op} IS NOT NULL", "coalesce(get_json_object(value, '$.type'), 'DT') = 'DT'"]
-    elif fmt == "ces":
-        data = "get_json_object(value, '$.data')"
-        op = "get_json_object(value, '$.operation')"
 
-        def row(image: str, col: str) -> str:
-            return f"get_json_object(get_json_object({data}, '$.eventrow.{image}'), {_lit('$' + _json_path(col))})"
-
-        values = [
-            _cast(f"CASE WHEN {op} = 'DEL' THEN {row('old', c['name'])} ELSE {row('current', c['name'])} END", c)
-            + f" AS {quote(c['name'])}"
-            for c in columns
-        ]
-        meta = [
-            f"CASE {op} WHEN 'INS' THEN 'INSERT' WHEN 'UPD' THEN 'UPDATE' WHEN 'DEL' THEN 'DELETE' END AS _op",
-            "concat_ws(':', split(get_json_object(value, '$.logicalid'), ':')[1], "
-            "split(get_json_object(value, '$.logicalid'), ':')[2]) AS _sequence",
-            "try_cast(get_json_object(value, '$.time') AS timestamp) AS _commit_time",
-        ]
-        where = [f"{op} IS NOT NULL", f"get_json_object({data}, '$.eventsource.schema') = {schema}",
-                 f"get_json_object({data}, '$.eventsource.tbl') = {name}"]
-    else:  # cdc_ct: exported change-table rows, one column per source column plus the __$ columns
-        values = [_cast(quote(c["name"]), c) + f" AS {quote(c['name'])}" for c in columns]
-        meta = [
-            "CASE cast(`__$operation` AS int) WHEN 1 THEN 'DELETE' WHEN 2 THEN 'INSERT' WHEN 4 THEN 'UPDATE' END AS _op",
-            "concat_ws(':', lower(`__$start_lsn`), lpad(cast(`__$command_id` AS string), 10, '0')) AS _sequence",
-            "CAST(NULL AS timestamp) AS _commit_time",
-        ]
-        where = ["cast(`__$operation` AS int) IN (1, 2, 4)"]
+def debezium_select(table: TableConfig, columns: list[dict]) -> tuple[list[str], list[str]]:
+    """Debezium change events, with or without the schema envelope (``payload.*``)."""
+    j = _json_getter(".payload")
+    op = j(".op")
+    values = [
+        _cast(f"CASE WHEN {op} = 'd' THEN {j('.before' + _json_path(c['name']))} ELSE {j('.after' + _json_path(c['name']))} END", c)
+        + f" AS {quote(c['name'])}"
+        for c in columns
+    ]
+    meta = [
+        f"CASE {op} WHEN 'c' THEN 'INSERT' WHEN 'u' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' WHEN 'r' THEN 'SNAPSHOT' "
+        f"WHEN 't' THEN 'TRUNCATE' END AS _op",
+        f"concat_ws(':', {j('.source.commit_lsn')}, coalesce({j('.source.change_lsn')}, '00000000:00000000:0000'), "
+        f"lpad(coalesce({j('.source.event_serial_no')}, '0'), 10, '0')) AS _sequence",
+        f"timestamp_millis(cast({j('.source.ts_ms')} AS bigint)) AS _commit_time",
+    ]
+    where = [f"{op} IS NOT NULL", f"{j('.source.schema')} = {_lit(table.schema)}", f"{j('.source.table')} = {_lit(table.table)}"]
     return values + meta, where
+
+
+def qlik_select(table: TableConfig, columns: list[dict]) -> tuple[list[str], list[str]]:
+    """Qlik Replicate data messages, wrapped (``{"magic", "type", "message": {...}}``) or bare."""
+    j = _json_getter(".message")
+    op = j(".headers.operation")
+    values = [
+        _cast(f"CASE WHEN {op} = 'DELETE' THEN coalesce({j('.beforeData' + _json_path(c['name']))}, "
+              f"{j('.data' + _json_path(c['name']))}) ELSE {j('.data' + _json_path(c['name']))} END", c)
+        + f" AS {quote(c['name'])}"
+        for c in columns
+    ]
+    meta = [
+        f"CASE {op} WHEN 'REFRESH' THEN 'SNAPSHOT' ELSE {op} END AS _op",
+        f"concat_ws(':', CASE WHEN {op} = 'REFRESH' THEN '0' ELSE '1' END, {j('.headers.changeSequence')}, "
+        f"lpad(coalesce({j('.headers.transactionEventCounter')}, '0'), 10, '0')) AS _sequence",
+        f"try_cast({j('.headers.timestamp')} AS timestamp) AS _commit_time",
+    ]
+    where = [f"{op} IS NOT NULL", "coalesce(get_json_object(value, '$.type'), 'DT') = 'DT'"]
+    return values + meta, where
+
+
+def ces_select(table: TableConfig, columns: list[dict]) -> tuple[list[str], list[str]]:
+    """SQL Server 2025 Change Event Streaming CloudEvents (whole events; split ones are not joined)."""
+    data = "get_json_object(value, '$.data')"
+    op = "get_json_object(value, '$.operation')"
+
+    def row(image: str, col: str) -> str:
+        return f"get_json_object(get_json_object({data}, '$.eventrow.{image}'), {_lit('$' + _json_path(col))})"
+
+    values = [
+        _cast(f"CASE WHEN {op} = 'DEL' THEN {row('old', c['name'])} ELSE {row('current', c['name'])} END", c)
+        + f" AS {quote(c['name'])}"
+        for c in columns
+    ]
+    meta = [
+        f"CASE {op} WHEN 'INS' THEN 'INSERT' WHEN 'UPD' THEN 'UPDATE' WHEN 'DEL' THEN 'DELETE' END AS _op",
+        "concat_ws(':', split(get_json_object(value, '$.logicalid'), ':')[1], "
+        "split(get_json_object(value, '$.logicalid'), ':')[2]) AS _sequence",
+        "try_cast(get_json_object(value, '$.time') AS timestamp) AS _commit_time",
+    ]
+    where = [f"{op} IS NOT NULL", f"get_json_object({data}, '$.eventsource.schema') = {_lit(table.schema)}",
+             f"get_json_object({data}, '$.eventsource.tbl') = {_lit(table.table)}"]
+    return values + meta, where
+
+
+def cdc_ct_select(table: TableConfig, columns: list[dict]) -> tuple[list[str], list[str]]:
+    """Exported change-table rows: one column per source column plus the ``__$`` columns."""
+    values = [_cast(quote(c["name"]), c) + f" AS {quote(c['name'])}" for c in columns]
+    meta = [
+        "CASE cast(`__$operation` AS int) WHEN 1 THEN 'DELETE' WHEN 2 THEN 'INSERT' WHEN 4 THEN 'UPDATE' END AS _op",
+        "concat_ws(':', lower(`__$start_lsn`), lpad(cast(`__$command_id` AS string), 10, '0')) AS _sequence",
+        "CAST(NULL AS timestamp) AS _commit_time",
+    ]
+    return values + meta, ["cast(`__$operation` AS int) IN (1, 2, 4)"]
 
 
 def _source_row(source: SourceConfig, flow_id: str, group: str, env: str, bronze_db: str,
@@ -248,7 +266,10 @@ def build(
     out = Export(onboarding=rows, transformations=[])
     flow = 200
     for t in cfg.tables:
-        select, where = transformation(t)
+        mapped = transformation(t)
+        if mapped is None:  # refusals() names it
+            continue
+        select, where = mapped
         dqe: dict[str, dict[str, str]] = {}
         for rule in t.expectations:
             dqe.setdefault(_ACTION_KEY[rule["action"]], {})[rule["name"]] = rule["constraint"]
@@ -323,9 +344,15 @@ def refusals(cfg: PipelineConfig) -> list[str]:
     """What dlt-meta could not run, one line per table (``file:line: field: why``): its apply
     changes needs ``keys``, which sqlcdc discovers from producer metadata at run time but dlt-meta
     cannot. (Rules that do not parse are found by :func:`sqlcdc.cli.validate.expression_problems`.)"""
-    return [f"{t.file or 'table config'}:1: keys: table {t.qualified} ({t.name}) has none; dlt-meta's "
-            "silver_cdc_apply_changes needs them (sqlcdc discovers them from the producer at run time): add `keys:`"
-            for t in cfg.tables if not t.keys]
+    out = [f"{t.file or 'table config'}:1: keys: table {t.qualified} ({t.name}) has none; dlt-meta's "
+           "silver_cdc_apply_changes needs them (sqlcdc discovers them from the producer at run time): add `keys:`"
+           for t in cfg.tables if not t.keys]
+    for source in cfg.sources.values():
+        tables = cfg.tables_of(source.name)
+        if tables and transformation(tables[0]) is None:
+            out.append(f"source {source.name}: format {source.format}: the producer's decoder has no dlt-meta mapping "
+                       f"(Decoder.dlt_meta_select); its tables ({', '.join(t.name for t in tables)}) are not exported")
+    return out
 
 
 def export(cfg: PipelineConfig, out_dir: str | Path, **kwargs: Any) -> tuple[list[Path], list[str]]:

@@ -51,6 +51,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -303,7 +304,8 @@ def invalid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str, sou
     JSON path, rules = ``<schema> <path>: <keyword>`` of each broken compiled rule."""
     from sqlcdc.formats import _schema_check as sc
 
-    stem = schema_file.removesuffix(".schema.json")
+    label = Path(schema_file).name  # a plugin's schema is an absolute path beside its decoder
+    stem = label.removesuffix(".schema.json")
     bad = bronze.select("*", envelope_violations(schema_file).alias("_violations")).where(
         ~decoder.is_skipped() & (F.size("_violations") > 0)
     )
@@ -313,7 +315,7 @@ def invalid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str, sou
             source_name=source.name,
             source_format=decoder.name,
             reason=F.concat(
-                F.lit(f"envelope ({schema_file}): "), F.coalesce(message, F.array_join(F.col("_violations"), "; "))
+                F.lit(f"envelope ({label}): "), F.coalesce(message, F.array_join(F.col("_violations"), "; "))
             ),
             rules=F.transform(F.col("_violations"), lambda v: F.concat(F.lit(stem + " "), v)),
         )

@@ -70,10 +70,20 @@ class Project:
         return self.table.split(".")[-1].lower()
 
 
+def _formats() -> dict[str, list[str]]:
+    """The ``format`` values installed decoders read (the schema file lists the built-in ones;
+    without the Spark engine installed, the decoders cannot be imported and those are used)."""
+    try:
+        from sqlcdc import formats
+    except ImportError:
+        return {}
+    return {"format": formats.available()}
+
+
 def project_problems(project: Project) -> list[str]:
     """The problems of the configs the project would get (the same checks ``sqlcdc validate`` runs)."""
     pipeline, table = _pipeline_doc(project), _table_doc(project)
-    return (schema_problems(pipeline, "pipeline-config.schema.json", Path("<pipeline.yml>"), {})
+    return (schema_problems(pipeline, "pipeline-config.schema.json", Path("<pipeline.yml>"), {}, enums=_formats())
             + schema_problems(table, "table-config.schema.json", Path(f"<{project.table_name}.yml>"), {}))
 
 

@@ -16,8 +16,10 @@ Traceback (most recent call last):
 sqlcdc.formats.UnknownFormat: unknown producer format 'oracle'; available: cdc_ct, ces, debezium, qlik
 
 Adding a fifth producer = one module here (a :class:`Decoder` subclass and ``DECODER``), one JSON
-Schema in ``schemas/``, one test file. The config schema's ``format`` enum is tested against
-:func:`available`.
+Schema in ``schemas/``, one test file. Or, without touching sqlcdc, a module of another installed
+package named by an entry point of :data:`ENTRY_POINT_GROUP` (its ``envelope_schema`` may then be
+an absolute path beside it). Config loading takes the ``format`` values from :func:`available`;
+the config schema file's ``format`` enum lists the built-in ones, for editors.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from sqlcdc import model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.values import ColumnSpec
 
-__all__ = ["Decoded", "Decoder", "NotYetDiscovered", "UnknownFormat", "available", "get"]
+__all__ = ["ENTRY_POINT_GROUP", "Decoded", "Decoder", "NotYetDiscovered", "UnknownFormat", "available", "get"]
 
 
 @dataclass
@@ -171,25 +173,56 @@ class Decoder(ABC):
                                   table_name=table.name, rules=F.array(F.lit("waiting")))
         )
 
+    def dlt_meta_select(self, table: TableConfig, columns: list[dict]) -> tuple[list[str], list[str]] | None:
+        """``sqlcdc export dlt-meta``'s silver transformation of ``table``: Spark SQL ``select_exp``
+        turning the envelope text ``value`` into ``columns`` (config entries: ``name``, ``type``)
+        plus ``_op`` (INSERT/UPDATE/DELETE/SNAPSHOT/TRUNCATE), ``_sequence`` and ``_commit_time``,
+        and the ``where_clause`` keeping the table's change events. Default: None, dlt-meta cannot
+        read this producer (the export refuses its tables, naming it)."""
+        return None
+
     def __repr__(self) -> str:
         return f"<decoder {self.name}>"
 
 
+#: The entry-point group through which another installed package adds a producer: the entry
+#: point's name is the ``format``, its value a module whose ``DECODER`` is the decoder (or the
+#: decoder itself), e.g. in that package's ``pyproject.toml``::
+#:
+#:     [project.entry-points."sqlcdc.formats"]
+#:     toy = "toy_cdc.decoder"
+ENTRY_POINT_GROUP = "sqlcdc.formats"
+
+
+def _built_in() -> list[str]:
+    return sorted(info.name for info in pkgutil.iter_modules(__path__)
+                  if not info.name.startswith("_") and info.name != "base")
+
+
+def _plugins() -> dict[str, Any]:
+    """Entry points of :data:`ENTRY_POINT_GROUP` (a built-in name is not overridden)."""
+    from importlib.metadata import entry_points
+
+    built_in = set(_built_in())
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in built_in}
+
+
 def available() -> list[str]:
-    """Names of the decoders present in this package."""
-    names = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_") or info.name == "base":
-            continue
-        names.append(info.name)
-    return sorted(names)
+    """Names of the decoders: this package's modules and installed :data:`ENTRY_POINT_GROUP` entry points."""
+    return sorted([*_built_in(), *_plugins()])
 
 
 def get(name: str) -> Decoder:
     """The decoder of format ``name``; raises :class:`UnknownFormat` naming the choices."""
-    if name not in available():
+    if name in _built_in():
+        where = f"sqlcdc.formats.{name}"
+        decoder = getattr(importlib.import_module(where), "DECODER", None)
+    elif (ep := _plugins().get(name)) is not None:
+        where = f"entry point {ep.name} = {ep.value} ({ENTRY_POINT_GROUP})"
+        loaded = ep.load()
+        decoder = loaded if isinstance(loaded, Decoder) else getattr(loaded, "DECODER", None)
+    else:
         raise UnknownFormat(f"unknown producer format {name!r}; available: {', '.join(available())}")
-    decoder = getattr(importlib.import_module(f"{__name__}.{name}"), "DECODER", None)
     if not isinstance(decoder, Decoder) or decoder.name != name:
-        raise UnknownFormat(f"sqlcdc.formats.{name} defines no DECODER (a Decoder named {name!r})")
+        raise UnknownFormat(f"{where} defines no DECODER (a Decoder named {name!r})")
     return decoder

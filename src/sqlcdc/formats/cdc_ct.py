@@ -156,7 +156,7 @@ from typing import Iterable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sqlcdc import lsn, model
+from sqlcdc import dlt_meta, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder
 from sqlcdc.formats._ct_exports import UNREADABLE, read_bronze
@@ -466,13 +466,13 @@ class ChangeTables(Decoder):
 
     name = NAME
     label = "SQL Server (CDC change tables)"
+    dlt_meta_select = staticmethod(dlt_meta.cdc_ct_select)
     streaming = STREAMING
     bronze_streaming = BRONZE_STREAMING
     keys_required = "change tables do not mark the primary key"
     columns_required = "name, type, lob in change-table order: change-table exports carry no types"
     options = {
-        "file_format": {"enum": ["parquet", "csv", "json", "jsonl", "ndjson"],
-                        "description": "read every landed file as this format (default: by extension)"},
+        "file_format": {"enum": ["parquet", "csv", "json", "jsonl", "ndjson"], "description": "read every landed file as this format (default: by extension)"},
         "glob": {"type": "string", "description": "landed file names to read (Hadoop glob)"},
         "capture_instance": {"type": "string", "description": "(table) the capture instance (default: schema_table)"},
         "column_ordinals": {"type": "object", "additionalProperties": {"type": "integer"},

@@ -92,7 +92,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, StructField, StructType
 
-from sqlcdc import lsn, model
+from sqlcdc import dlt_meta, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats import _schema_check as sc
@@ -473,14 +473,14 @@ class Ces(Decoder):
 
     name = NAME
     label = "SQL Server (Change Event Streaming)"
+    dlt_meta_select = staticmethod(dlt_meta.ces_select)
     streaming = STREAMING
     options = {
         "serialization": {"enum": ["auto", "json", "avro"], "description": "what lands: JSON lines, Avro, or both"},
         "json_glob": {"type": "string", "description": "JSON-lines file names (Hadoop glob)"},
         "avro_glob": {"type": "string", "description": "Avro file names (Hadoop glob)"},
         "segment_index_base": {"enum": [0, 1], "description": "index of a split event's first segment"},
-        "split_timeout": {"type": ["string", "integer"],
-                          "description": "how long split segments wait for the rest (seconds, or '15 minutes')"},
+        "split_timeout": {"type": ["string", "integer"], "description": "how long split segments wait for the rest (seconds, or '15 minutes')"},
         "database": {"type": "string", "description": "the source database, when events do not say"},
     }
     read_bronze = staticmethod(read_bronze)

@@ -57,7 +57,7 @@ from typing import Any, Iterable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc import lsn, model, names
+from sqlcdc import dlt_meta, lsn, model, names
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder
 from sqlcdc.formats.base import one_json_value, read_text_lines, record_id
@@ -414,6 +414,7 @@ class Debezium(Decoder):
 
     name = NAME
     label = "SQL Server (Debezium)"
+    dlt_meta_select = staticmethod(dlt_meta.debezium_select)
     streaming = STREAMING
     envelope_schema = "debezium-envelope.schema.json"
     keys_required = "a landed Debezium value does not carry the message key"

@@ -125,7 +125,7 @@ from typing import Iterable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc import lsn, model
+from sqlcdc import dlt_meta, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats._masks import BYTE_ORDERS, mask_has
@@ -473,6 +473,7 @@ class Qlik(Decoder):
 
     name = NAME
     label = "SQL Server (Qlik Replicate)"
+    dlt_meta_select = staticmethod(dlt_meta.qlik_select)
     streaming = STREAMING
     options = {
         "glob": {"type": "string", "description": "landed file names to read (Hadoop glob)"},
