@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from sqlcdc import ct_jdbc
-from sqlcdc.ct_jdbc import (
+from sqlcdc.transport import jdbc as ct_jdbc
+from sqlcdc.transport.jdbc import (
     CaptureInstanceNotFound,
     ChangeWindowReader,
     OutOfValidityInterval,

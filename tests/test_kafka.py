@@ -1,4 +1,4 @@
-"""Kafka and Event Hubs sources (:mod:`sqlcdc.kafka`), against a real single-node broker.
+"""Kafka and Event Hubs sources (:mod:`sqlcdc.transport.kafka`), against a real single-node broker.
 
 * Options: what a ``kafka:`` / ``event_hubs:`` block becomes (no broker, no Spark), secrets redacted.
 * Broker tests on the shared SparkSession: bronze columns and lineage; at-least-once duplicates
@@ -27,7 +27,8 @@ from pyspark.sql import functions as F
 
 from debezium_events import customer, event, line, lsn, sample_files
 from kafka_broker import KafkaBroker, wait_until
-from sqlcdc import gold, kafka, model
+from sqlcdc import gold, model, transport
+from sqlcdc.transport import kafka
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig, load_pipeline
 from sqlcdc.formats import debezium
 
@@ -131,7 +132,7 @@ def test_config_with_kafka_and_event_hubs_sources_loads_and_refuses_literal_secr
         "      connection_string_secret: {scope: cdc, key: eh}\n"
     )
     cfg = load_pipeline(tmp_path / "pipeline.yml")
-    assert kafka.is_kafka_source(cfg.sources["dbz"]) and kafka.is_kafka_source(cfg.sources["hub"])
+    assert transport.is_stream(cfg.sources["dbz"]) and transport.is_stream(cfg.sources["hub"])
     assert kafka.spark_options(cfg.sources["dbz"], env={"DBZ_PW": "x"})["subscribe"] == "s.dbo.c"
     (tmp_path / "pipeline.yml").write_text(
         "name: k\nsources:\n  dbz:\n    format: debezium\n    kafka:\n      bootstrap_servers: 127.0.0.1:9092\n"

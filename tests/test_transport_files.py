@@ -79,9 +79,10 @@ def test_every_streaming_file_decoder_reads_through_auto_loader_on_databricks(mo
 
 
 def test_one_function_reads_every_source_wherever_it_lands(monkeypatch):
-    """transport.read_bronze: topics through sqlcdc.kafka, landing folders through the decoder's
+    """transport.read_bronze: topics through sqlcdc.transport.kafka, landing folders through the decoder's
     file layout; streaming unless the decoder reads its files as a batch (change-table exports)."""
-    from sqlcdc import kafka, transport
+    from sqlcdc import transport
+    from sqlcdc.transport import kafka
     from sqlcdc.formats import cdc_ct, debezium
 
     calls = []

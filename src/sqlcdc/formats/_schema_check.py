@@ -54,7 +54,7 @@ ONE_DOCUMENT = one_document()
 
 UNDECODABLE = "undecodable "
 """How a transport marks a value it could not turn into JSON text (e.g. Confluent Avro with an
-unknown schema id, :func:`sqlcdc.kafka.confluent_avro_json`): :func:`explain` passes such a text
+unknown schema id, :func:`sqlcdc.transport.kafka.confluent_avro_json`): :func:`explain` passes such a text
 on as the reason, rather than a JSON parse error that hides it."""
 
 

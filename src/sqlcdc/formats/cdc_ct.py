@@ -4,7 +4,7 @@ What lands
 ==========
 
 Rows of a change table, or of ``cdc.fn_cdc_get_all_changes_<ci>(@from, @to, N'all update old')``
-(its four metadata columns; :mod:`sqlcdc.ct_jdbc` lands those plus ``__$command_id`` joined from
+(its four metadata columns; :mod:`sqlcdc.transport.jdbc` lands those plus ``__$command_id`` joined from
 the change table; ``__$end_lsn`` is never needed), exported as **Parquet**, **CSV** (with a
 header line) or **JSON lines**. The format is taken from the file extension (``.parquet``;
 ``.csv``; ``.json``/``.jsonl``/``.ndjson``; optionally ``.gz``); other files are skipped. The source
@@ -24,7 +24,7 @@ Which capture instance a file belongs to comes from its path: the file name
 ``[cdc.]<ci>_CT[.|_|-]anything`` (``cdc.dbo_orders_CT.csv``, ``dbo_orders_CT_0001.parquet``), else
 the parent folder ``[cdc.]<ci>_CT[.|_|-]anything`` or ``[cdc.]<ci>[_CT]``
 (``landing/dbo_orders/part-0.parquet``, ``landing/dbo_orders_CT.<window>/part-0.parquet`` as
-:func:`sqlcdc.ct_jdbc.parquet_lander` writes). A table's capture
+:func:`sqlcdc.transport.jdbc.parquet_lander` writes). A table's capture
 instance is its ``options.capture_instance``, default ``<schema>_<table>`` (SQL Server's default).
 
 Bronze

@@ -4,9 +4,9 @@ lands, and :func:`is_stream` / :func:`bronze_is_streaming` say what kind of rela
 - landing folders (:mod:`sqlcdc.transport.files`): each decoder says what its landed files are
   (text lines, Avro containers; change-table exports file by file) and the files module decides
   how Spark reads them -- Spark's file source locally, Auto Loader (``cloudFiles``) on Databricks;
-- Kafka and Event Hubs (:mod:`sqlcdc.kafka`): the topic(s), whatever the producer.
+- Kafka and Event Hubs (:mod:`sqlcdc.transport.kafka`): the topic(s), whatever the producer.
 
-The change-table JDBC reader (:mod:`sqlcdc.ct_jdbc`) lands Parquet windows into a landing folder,
+The change-table JDBC reader (:mod:`sqlcdc.transport.jdbc`) lands Parquet windows into a landing folder,
 which is then read like any export.
 
 Example::
@@ -44,7 +44,7 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool | 
     if streaming is None:
         streaming = bronze_is_streaming(source)
     if is_stream(source):
-        from sqlcdc import kafka
+        from sqlcdc.transport import kafka
 
         return kafka.read_bronze(spark, source, streaming=streaming)
     from sqlcdc import formats

@@ -36,7 +36,7 @@ driver's mapping of ``binary(10)`` to Spark ``binary``, and the ``__$command_id`
 
 Example::
 
-    from sqlcdc.ct_jdbc import ChangeWindowReader, JdbcCdcServer, parquet_lander
+    from sqlcdc.transport.jdbc import ChangeWindowReader, JdbcCdcServer, parquet_lander
     server = JdbcCdcServer(spark, "jdbc:sqlserver://db:1433;databaseName=shop;encrypt=true",
                            {"user": os.environ["MSSQL_USER"], "password": os.environ["MSSQL_PASSWORD"]})
     reader = ChangeWindowReader(server, "dbo_orders", "state/dbo_orders.json")

@@ -33,7 +33,7 @@ held in :class:`KafkaOptions`, whose ``repr``/``str`` show ``***`` in their plac
 
 Example::
 
-    from sqlcdc import kafka
+    from sqlcdc.transport import kafka
     opts = kafka.spark_options(source)       # KafkaOptions; print(opts) shows secrets as ***
     bronze = kafka.read_bronze(spark, source, streaming=False)
 """
@@ -54,7 +54,6 @@ from pyspark.sql import functions as F
 from sqlcdc import runtime
 from sqlcdc.config import ConfigError, SourceConfig
 from sqlcdc.formats.base import record_id
-from sqlcdc.transport import is_stream
 
 #: Bronze columns of a Kafka source, in order: the shared four, then Kafka's own.
 BRONZE_KAFKA_COLUMNS = (
@@ -285,10 +284,6 @@ def _event_hubs_options(source: SourceConfig, eh: Mapping[str, Any], env, scopes
 
 # --- bronze ------------------------------------------------------------------------------------------
 
-
-#: True when a source is read from Kafka or Event Hubs rather than a landing folder (one definition:
-#: :func:`sqlcdc.transport.is_stream`).
-is_kafka_source = is_stream
 
 
 def bronze_frame(raw: DataFrame, value: Column | None = None) -> DataFrame:
