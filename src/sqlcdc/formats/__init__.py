@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from functools import lru_cache
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -194,9 +195,11 @@ class Decoder(ABC):
 ENTRY_POINT_GROUP = "sqlcdc.formats"
 
 
-def _built_in() -> list[str]:
-    return sorted(info.name for info in pkgutil.iter_modules(__path__)
-                  if not info.name.startswith("_") and info.name != "base")
+@lru_cache(maxsize=None)
+def _built_in() -> tuple[str, ...]:
+    """This package's decoder modules: listed once per process (``get`` runs per table and flow)."""
+    return tuple(sorted(info.name for info in pkgutil.iter_modules(__path__)
+                        if not info.name.startswith("_") and info.name != "base"))
 
 
 def _plugins() -> dict[str, Any]:

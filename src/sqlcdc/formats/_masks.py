@@ -41,9 +41,20 @@ def _digits(mask: Column) -> Column:
 def mask_has(mask: Column, ordinal: Column | int, byte_order: ByteOrder) -> Column:
     """True when the (1-based) ``ordinal``'s bit is set in the hex ``mask``; False when the mask
     is NULL, empty or too short to hold it."""
+    return _has(_digits(mask), ordinal, byte_order)
+
+
+def mask_ordinals(mask: Column, byte_order: ByteOrder) -> Column:
+    """``array<int>`` of the ordinals whose bit is set, ascending (empty for an empty mask)."""
+    digits = _digits(mask)  # normalised once, not once per ordinal
+    width = F.length(digits) * 4
+    return F.filter(F.sequence(F.lit(1), F.greatest(width, F.lit(1))), lambda o: _has(digits, o, byte_order))
+
+
+def _has(digits: Column, ordinal: Column | int, byte_order: ByteOrder) -> Column:
+    """:func:`mask_has` on digits :func:`_digits` already normalised."""
     if byte_order not in BYTE_ORDERS:
         raise ValueError(f"mask byte order must be 'little' or 'big', not {byte_order!r}")
-    digits = _digits(mask)
     index = (F.lit(ordinal) if isinstance(ordinal, int) else ordinal) - 1
     byte_no = F.floor(index / 8)
     n = F.length(digits)
@@ -51,9 +62,3 @@ def mask_has(mask: Column, ordinal: Column | int, byte_order: ByteOrder) -> Colu
     value = F.conv(F.substring(digits, start.cast("int"), 2), 16, 10).cast("int")
     bit = value.bitwiseAND(F.pow(F.lit(2), index % 8).cast("int")) != 0
     return F.coalesce((index >= 0) & (byte_no * 2 < n) & bit, F.lit(False))
-
-
-def mask_ordinals(mask: Column, byte_order: ByteOrder) -> Column:
-    """``array<int>`` of the ordinals whose bit is set, ascending (empty for an empty mask)."""
-    width = F.length(_digits(mask)) * 4
-    return F.filter(F.sequence(F.lit(1), F.greatest(width, F.lit(1))), lambda o: mask_has(mask, o, byte_order))
