@@ -312,6 +312,7 @@ def test_to_auto_cdc_kwargs_scd1():
         "apply_as_deletes": "_op = 'DELETE'",
         "apply_as_truncates": "_op = 'TRUNCATE'",
         "except_column_list": ["_op", "_sequence", "_provided", "_change_id", "_commit_time"],
+        "columns_to_update": "_provided",  # presence (tests/test_auto_cdc_presence.py)
     }
 
 

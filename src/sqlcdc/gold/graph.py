@@ -2,7 +2,8 @@
 SCD type.
 
 * **Databricks**: a streaming table fed by ``dp.create_auto_cdc_flow`` from a temporary view over
-  the table's silver stream (:meth:`~sqlcdc.gold.spec.ApplyChangesSpec.to_auto_cdc_kwargs`).
+  the table's silver stream (:meth:`~sqlcdc.gold.spec.ApplyChangesSpec.to_auto_cdc_kwargs`; the
+  view is :meth:`~sqlcdc.gold.spec.ApplyChangesSpec.auto_cdc_source`, presence on every row).
 * **``sqlcdc run``** (the Spark conf ``sqlcdc.gold`` = ``after_run``): nothing is declared; the spec
   is checked against silver's apply frame, so a config mistake stops the run before anything
   runs, and :mod:`sqlcdc.gold.after_run` applies gold once the pipeline has written silver.
@@ -76,9 +77,12 @@ def _auto_cdc(table: TableConfig, scd_type: int, spec: ApplyChangesSpec, columns
     source_view = f"changes_{table.name}"
     if source_view not in _declared_views:
 
+        schema = model.apply_frame_schema(columns)  # no analysis inside the view's function
+
         @dp.temporary_view(name=source_view)
         def changes() -> DataFrame:
-            return changes_frame(SparkSession.active().readStream.table(table.silver_table), columns, keys)
+            frame = changes_frame(SparkSession.active().readStream.table(table.silver_table), columns, keys)
+            return spec.auto_cdc_source(frame, schema)  # presence for columns_to_update
 
         _declared_views.add(source_view)
     name = target(table, scd_type)

@@ -51,6 +51,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlcdc import model
@@ -294,12 +296,17 @@ class ApplyChangesSpec:
         """Keyword arguments for Databricks ``dp.create_auto_cdc_flow`` with the same options.
 
         The meta columns of the apply frame are put in ``except_column_list`` (or left out of
-        ``column_list``) so the native target has the same columns as the local one. Databricks
-        has no presence mask: ``_provided`` is not honoured natively (absent columns arrive NULL).
+        ``column_list``) so the native target has the same columns as the local one.
+
+        Presence maps onto ``columns_to_update`` (AUTO CDC's Python parameter; SQL ``COLUMNS TO
+        UPDATE columnName``): a source column naming, per row, the columns an update sets; the
+        others keep the target's value. ``source`` must then be :meth:`auto_cdc_source`'s frame,
+        which names them on every row (the apply frame's NULL, "every column", is spelled out, so
+        nothing rests on how the platform reads a NULL list).
 
         Example::
 
-            dp.create_auto_cdc_flow(**spec.to_auto_cdc_kwargs("gold_orders", "silver_orders_apply"))
+            dp.create_auto_cdc_flow(**spec.to_auto_cdc_kwargs("gold_orders", "changes_orders"))
         """
         kwargs: dict[str, Any] = {
             "target": target,
@@ -325,12 +332,32 @@ class ApplyChangesSpec:
         else:
             excl = list(self.except_column_list or ())
             kwargs["except_column_list"] = excl + [c for c in meta if c not in excl]
+        if self.provided_column:
+            kwargs["columns_to_update"] = self.provided_column
         if self.stored_as_scd_type == 2:
             if self.track_history_column_list is not None:
                 kwargs["track_history_column_list"] = list(self.track_history_column_list)
             if self.track_history_except_column_list is not None:
                 kwargs["track_history_except_column_list"] = list(self.track_history_except_column_list)
         return kwargs
+
+    def auto_cdc_source(self, frame: DataFrame, schema: StructType | None = None) -> DataFrame:
+        """``frame`` (an apply frame) as AUTO CDC reads it under :meth:`to_auto_cdc_kwargs`: the
+        presence column names, on every row, the target columns the row sets -- its own list
+        (limited to the target's columns), or every target column where the list is NULL.
+        ``schema``: ``frame``'s, when it may not be analysed (inside a pipeline query function).
+
+        Example::
+
+            >>> spec = ApplyChangesSpec(keys=["id"], table="t")
+            >>> spec.auto_cdc_source(frame).select("id", "_provided")   # doctest: +SKIP
+            [Row(id=1, _provided=['id', 'name', 'city']), Row(id=1, _provided=['id', 'city'])]
+        """
+        if not self.provided_column:
+            return frame
+        target = F.array(*[F.lit(c) for c in self.output_columns(schema or frame.schema)])
+        every = F.coalesce(F.col(self.provided_column), target)
+        return frame.withColumn(self.provided_column, F.array_intersect(target, every))
 
 
 # ====================================================================== gold tables of a table config
