@@ -118,17 +118,22 @@ def _local(spark, frame, spec: ApplyChangesSpec, path: str) -> tuple[list[tuple]
             _canon(r.asDict() for r in merged.select(*recomputed.columns).collect()))
 
 
-@pytest.mark.parametrize("producer", ["qlik", "cdc_ct"])
-@pytest.mark.parametrize("scd", [1, 2])
-def test_local_engine_equals_auto_cdc_with_columns_to_update(spark, frames, tmp_path, producer, scd):
+@pytest.mark.parametrize("producer, scd, options", [
+    ("qlik", 1, {}), ("qlik", 2, {}), ("cdc_ct", 1, {}), ("cdc_ct", 2, {}),
+    # with the ignore-null options as well (seq 3 of the Qlik story sets EMAIL to a real NULL)
+    ("qlik", 1, {"ignore_null_updates_column_list": ["EMAIL"]}),
+    ("qlik", 2, {"ignore_null_updates_except_column_list": ["NAME"]}),
+    ("cdc_ct", 2, {"ignore_null_updates_column_list": ["status"]}),
+])
+def test_local_engine_equals_auto_cdc_with_columns_to_update(spark, frames, tmp_path, producer, scd, options):
     frame, keys = frames[producer].frame, frames[producer].keys
-    spec = ApplyChangesSpec(keys=keys, stored_as_scd_type=scd, table=producer)
+    spec = ApplyChangesSpec(keys=keys, stored_as_scd_type=scd, table=producer, **options)
     expected = _reference(spark, frame, spec)
     recomputed, merged = _local(spark, frame, spec, str(tmp_path / "gold"))
     assert recomputed == expected
     assert merged == expected
     # the fixture's partial updates matter: AUTO CDC without the mapping gives other gold
-    without = ApplyChangesSpec(keys=keys, stored_as_scd_type=scd, provided_column=None, table=producer)
+    without = ApplyChangesSpec(keys=keys, stored_as_scd_type=scd, provided_column=None, table=producer, **options)
     assert _reference(spark, frame.drop("_provided").withColumn("_provided", F.lit(None).cast("array<string>")),
                       without) != expected
 
@@ -140,6 +145,9 @@ def test_the_reference_keeps_what_a_mask_leaves_out(spark, frames):
     gold = {r["ID"]: r for r in (dict(t) for t in _reference(spark, frame, ApplyChangesSpec(keys=keys, table="c")))}
     alice = gold[1]
     assert (alice["NAME"], alice["EMAIL"], str(alice["BALANCE"]), alice["TIER"]) == ("Alicia", "a@x.org", "10.00", "silver")
+    assert gold[2]["EMAIL"] is None  # seq 3: a provided NULL sets it
+    kept = _reference(spark, frame, ApplyChangesSpec(keys=keys, ignore_null_updates_column_list=["EMAIL"], table="c"))
+    assert {dict(t)["ID"]: dict(t)["EMAIL"] for t in kept}[2] == "b@x.org"  # ... unless EMAIL ignores NULLs
 
 
 def test_the_reference_keeps_a_lob_the_update_did_not_provide(spark, frames):

@@ -3,6 +3,7 @@ of a feed with known bad rows: quarantine, dropped, dq_metrics and the dashboard
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import subprocess
@@ -12,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from dq_feed import RULES_YAML, build_warehouse, write_landing
-from sqlcdc import dashboard
+from dq_feed import RULES_YAML, RUN1, RUN2, build_warehouse, write_landing
+from sqlcdc import dashboard, run_log
+from sqlcdc.summary import Balance
 
 ROOT = Path(__file__).resolve().parents[1]
 SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
@@ -88,13 +90,59 @@ def check_page_shows_the_bad_rows(dom: _Dom, checked: int = 4, landed: int = 7, 
     assert any(tag == "td" and a.get("data-field") == "freshness" and text.endswith(" d") for tag, a, text in dom.elements)
 
 
+def balance_cells(dom: _Dom) -> dict[tuple[str, str, str], str]:
+    """(run, source, field) -> text of the balance panel."""
+    return {(a["data-run"], a["data-source"], a["data-field"]): text for tag, a, text in dom.elements
+            if tag == "td" and "data-source" in a and "data-run" in a}
+
+
 def test_dashboard_page_renders_metrics_charts_and_samples_in_chromium(spark, tmp_path):
     wh = tmp_path / "warehouse"
     build_warehouse(spark, wh)
+    utc = dt.timezone.utc
+    first, second = (dt.datetime.fromisoformat(t).replace(tzinfo=utc) for t in (RUN1, RUN2))
+    run_log.start(wh, first)
+    run_log.finish(wh, first, 0, [Balance("inventory", landed=5, in_silver=4, quarantined=0, skipped=1)])
+    run_log.start(wh, second)
+    run_log.finish(wh, second, 3, [Balance("inventory", landed=12, in_silver=6, quarantined=4, skipped=1)])
     page = dashboard.write(spark, wh, tmp_path / "dq.html")
     text = page.read_text()
     assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text  # nothing fetched
-    check_page_shows_the_bad_rows(rendered_dom(page, tmp_path))
+    dom = rendered_dom(page, tmp_path)
+    check_page_shows_the_bad_rows(dom)
+    # the balance panel comes first, latest run first; a run whose balance does not hold says so
+    ids = [a.get("id") for tag, a, _ in dom.elements if tag in ("div", "table") and a.get("id")]
+    assert ids.index("balance") < ids.index("latest")
+    one, two = (t.isoformat(timespec="microseconds") for t in (first, second))
+    bal = balance_cells(dom)
+    assert (bal[(one, "inventory", "landed")], bal[(one, "inventory", "balance")]) == ("5", "ok")
+    assert [bal[(two, "inventory", f)] for f in ("landed", "in_silver", "quarantined", "dropped", "skipped")] \
+        == ["12", "6", "4", "0", "1"]
+    assert bal[(two, "inventory", "balance")] == "MISMATCH"  # 12 != 6 + 4 + 1
+    rows = [a["data-run"] for tag, a, _ in dom.elements if tag == "td" and a.get("data-field") == "balance"]
+    assert rows == [two, one]
+    # a rule is drawn only in the runs it has rows in: the decoder's rule failed in run 2 only
+    runs_of = {}
+    for tag, a, _ in dom.elements:
+        if tag == "circle":
+            runs_of.setdefault(a["data-rule"], []).append(a["data-run"][:19])
+    assert runs_of["decode"] == [RUN2] and runs_of["email_has_at"] == [RUN1, RUN2]
+
+
+def test_failure_charts_put_runs_on_a_time_axis(tmp_path):
+    """Runs at 10:00, 10:10 and 12:00: the second point sits 1/12 of the way, not half way."""
+    metric = {"table_name": "customers", "rule": "email_has_at", "rule_kind": "expectation", "action": "quarantine",
+              "rows_checked": 4, "rows_passed": 3, "rows_warned": 0, "rows_dropped": 0, "rows_quarantined": 1}
+    runs = ["2026-11-21 10:00:00.000000", "2026-11-21 10:10:00.000000", "2026-11-21 12:00:00.000000"]
+    page = tmp_path / "dq.html"
+    page.write_text(dashboard.render({"metrics": [{**metric, "run_time": r, "rows_failed": 1} for r in runs],
+                                      "samples": [], "runs": []}))
+    dom = rendered_dom(page, tmp_path)
+    xs = [float(a["cx"]) for tag, a, _ in dom.elements if tag == "circle"]
+    assert len(xs) == 3 and xs[0] < xs[1] < xs[2]
+    assert abs((xs[1] - xs[0]) / (xs[2] - xs[0]) - 1 / 12) < 0.01
+    axis = [text for tag, a, text in dom.elements if tag == "text" and a.get("data-axis") == "time"]
+    assert axis == ["11-21 10:00 UTC", "11-21 12:00 UTC"]
 
 
 def test_dashboard_data_cannot_break_out_of_the_page():
@@ -158,4 +206,12 @@ def test_e2e_bad_feed_quarantined_dropped_counted_and_shown(spark, tmp_path):
     dash = subprocess.run([SQLCDC, "dashboard", "--warehouse", str(wh), "--out", str(page)],
                           capture_output=True, text=True, timeout=600)
     assert dash.returncode == 0, dash.stderr[-3000:]
-    check_page_shows_the_bad_rows(rendered_dom(page, tmp_path), checked=8, landed=11, runs=1)
+    dom = rendered_dom(page, tmp_path)
+    check_page_shows_the_bad_rows(dom, checked=8, landed=11, runs=1)
+    # the run's balance, from the run log sqlcdc run wrote; dq_metrics' run is that run's start
+    (logged,) = run_log.runs(run_log.path(wh))
+    bal = balance_cells(dom)
+    assert [bal[(logged["run"], "inventory", f)] for f in ("landed", "in_silver", "quarantined", "dropped", "skipped",
+                                                           "balance")] == ["12", "6", "4", "1", "1", "ok"]
+    drawn = {a["data-run"] for tag, a, _ in dom.elements if tag == "circle"}
+    assert drawn == {logged["run"][:26].replace("T", " ")}

@@ -71,3 +71,30 @@ def test_conservation_counts_dropped_rows(tables):
     assert landed == silver | q | d | skipped
     assert Balance("inventory", 12, 6, 4, 1, dropped=1).ok  # dropped rows are their own term
     assert not Balance("inventory", 12, 6, 4, 1).ok
+
+
+def test_one_sqlcdc_run_is_one_run_time_across_sources(spark, tables, tmp_path):
+    """Each source's bronze stamps its own ingest time; the run log's starts make them one run."""
+    from pyspark.sql import functions as F
+
+    from dq_feed import pipeline_config
+    from sqlcdc import run_log
+
+    utc = dt.timezone.utc
+    first, second = dt.datetime(2026, 11, 21, 9, 59, tzinfo=utc), dt.datetime(2026, 11, 21, 10, 59, tzinfo=utc)
+    landed = spark.createDataFrame(
+        [("erp", "2026-11-21 10:00:03"), ("crm", "2026-11-21 10:00:41"), ("erp", "2026-11-21 11:00:02"),
+         ("crm", "2026-11-21 09:00:00")], "source string, t string",
+    ).select("source", F.col("t").cast("timestamp").alias("ingest_time"))
+    got = [(r.source, str(r.run)) for r in landed.select("source", dq_metrics.run_of(F.col("ingest_time"), [second, first])
+                                                          .alias("run")).collect()]
+    assert got == [("erp", "2026-11-21 09:59:00"), ("crm", "2026-11-21 09:59:00"), ("erp", "2026-11-21 10:59:00"),
+                   ("crm", "2026-11-21 09:00:00")]  # landed before the first logged run: its own ingest time
+    # the feed's two ingest times under the run log sqlcdc run writes: the runs' starts
+    log = tmp_path / "wh"
+    for at in (first, second):
+        run_log.start(log, at)
+    starts = run_log.starts(run_log.path(log))
+    assert starts == [first, second]
+    metrics = dq_metrics.metrics(pipeline_config(), lambda n: tables[n], run_starts=starts)
+    assert sorted({str(r.run_time) for r in metrics.collect()}) == ["2026-11-21 09:59:00", "2026-11-21 10:59:00"]

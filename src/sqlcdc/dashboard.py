@@ -3,8 +3,12 @@
 No network, no external scripts: the metrics and samples are embedded as JSON and drawn by an
 inline script into SVG charts and tables. Sections:
 
-- **Runs**: per table, the latest run's rows checked / failed / dropped / quarantined per rule;
-- **Failures over time**: one chart per table, one line per rule (failed rows per run);
+- **Runs and balance** (first): each ``sqlcdc run`` of the run log (:mod:`sqlcdc.run_log`), latest
+  first, with each source's balance after it: landed = silver + quarantine + dropped + skipped
+  (+ duplicate + pending), ok or MISMATCH;
+- **Latest run per table**: the latest run's rows checked / failed / dropped / quarantined per rule;
+- **Failures over time**: one chart per table, one line per rule (failed rows per run) on a time
+  axis, with a point only for the runs the rule has rows in;
 - **Freshness**: per table, newest source commit seen, its age when measured, and each run's lag;
 - **Samples**: the latest quarantined and dropped records with reason, rules and lineage.
 
@@ -23,7 +27,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlcdc import dq_metrics
+from sqlcdc import dq_metrics, run_log
 
 
 def _plain(value: Any) -> Any:
@@ -49,8 +53,11 @@ def collect(spark, warehouse: Path, *, samples: int = 25) -> dict[str, Any]:
     path = warehouse / "tables" / dq_metrics.TABLE
     metrics: list[dict[str, Any]] = []
     if (path / "_delta_log").is_dir():
-        df = spark.read.format("delta").load(str(path))
-        metrics = [{k: _plain(v) for k, v in r.asDict().items()} for r in df.orderBy("run_time", "table_name", "rule").collect()]
+        df = spark.read.format("delta").load(str(path)).orderBy("run_time", "table_name", "rule")
+        # times as text in the session's time zone (UTC in sqlcdc's sessions), not Python's local one
+        df = df.select(*[F.date_format(c, "yyyy-MM-dd HH:mm:ss.SSSSSS").alias(c)
+                         if c in ("run_time", "latest_commit_time", "measured_at") else F.col(c) for c in df.columns])
+        metrics = [{k: _plain(v) for k, v in r.asDict().items()} for r in df.collect()]
     rows: list[dict[str, Any]] = []
     for kind, prefix in (("quarantine", "quarantine_"), ("dropped", "dropped_")):
         for table in _tables(warehouse, prefix):
@@ -66,6 +73,7 @@ def collect(spark, warehouse: Path, *, samples: int = 25) -> dict[str, Any]:
         "warehouse": str(warehouse),
         "metrics": metrics,
         "samples": rows[: samples * 2],
+        "runs": run_log.runs(run_log.path(warehouse)),
     }
 
 
@@ -125,6 +133,25 @@ _JS = r"""
   }
   var tables = uniq(M.map(function (m) { return m.table_name; })).sort();
   var runs = uniq(M.map(function (m) { return m.run_time; })).sort();
+  // a run_time ('2026-11-24 18:30:00.123456', UTC) as milliseconds
+  function ms(s) { return Date.parse(String(s).slice(0, 19).replace(' ', 'T') + 'Z'); }
+
+  // Runs and balance: every sqlcdc run of the run log, latest first, each source's balance after it
+  var balance = document.getElementById('balance'), RUNS = (data.runs || []).slice().reverse();
+  var BAL = ['landed', 'in_silver', 'quarantined', 'dropped', 'skipped', 'duplicate', 'pending'];
+  table(balance, ['run', 'exit', 'source', 'landed', '= silver', '+ quarantine', '+ dropped', '+ skipped',
+                  '+ duplicate', '+ pending', 'balance'],
+    [].concat.apply([], RUNS.map(function (r) {
+      var when = String(r.run).slice(0, 19).replace('T', ' '), code = r.exit === undefined ? 'running or killed' : r.exit;
+      if (!(r.balances || []).length) return [[when, code, el('td', {'class': 'empty', colspan: 9}, 'not counted (--no-summary, or the run did not finish)')]];
+      return r.balances.map(function (b) {
+        return [when, code, b.source].concat(BAL.map(function (f) {
+          return el('td', {'class': 'n', 'data-source': b.source, 'data-run': r.run, 'data-field': f}, b[f] || 0);
+        })).concat([el('td', {'class': b.ok ? 'ok' : 'bad', 'data-source': b.source, 'data-run': r.run, 'data-field': 'balance'},
+                       b.ok ? 'ok' : 'MISMATCH')]);
+      });
+    })), 'balance-table');
+  if (!RUNS.length) balance.appendChild(el('p', {'class': 'empty'}, 'No run log (warehouse/_sqlcdc/runs.jsonl): `sqlcdc run` writes it.'));
 
   // Runs: the latest run of each table, per rule
   var latest = document.getElementById('latest');
@@ -148,9 +175,11 @@ _JS = r"""
     var rows = M.filter(function (m) { return m.table_name === t; });
     var rules = uniq(rows.filter(function (m) { return m.rows_failed > 0; }).map(function (m) { return m.rule; })).sort();
     if (!rules.length) return;
-    var W = 520, H = 220, L = 44, R = 12, T = 12, B = 42;
+    var W = 520, H = 220, L = 44, R = 24, T = 12, B = 42;
     var max = Math.max.apply(null, rows.map(function (m) { return m.rows_failed; }).concat([1]));
-    var x = function (i) { return L + (runs.length < 2 ? (W - L - R) / 2 : i * (W - L - R) / (runs.length - 1)); };
+    // a time axis: a run sits at its time, the first and last run of any table at the ends
+    var t0 = ms(runs[0]), t1 = ms(runs[runs.length - 1]);
+    var x = function (run) { return L + (t1 === t0 ? (W - L - R) / 2 : (ms(run) - t0) * (W - L - R) / (t1 - t0)); };
     var y = function (v) { return T + (H - T - B) * (1 - v / max); };
     var box = el('div', {'class': 'chart', 'data-table': t});
     box.appendChild(el('div', {}, t === '*' ? 'source-level rules' : 'table ' + t));
@@ -158,20 +187,21 @@ _JS = r"""
     svg.appendChild(sv('line', {x1: L, y1: y(0), x2: W - R, y2: y(0), stroke: '#8c959f'}));
     svg.appendChild(sv('line', {x1: L, y1: T, x2: L, y2: y(0), stroke: '#8c959f'}));
     [0, max].forEach(function (v) { svg.appendChild(sv('text', {x: L - 6, y: y(v) + 4, 'text-anchor': 'end', 'font-size': 11}, v)); });
-    runs.forEach(function (r, i) {
-      svg.appendChild(sv('text', {x: x(i), y: H - B + 16, 'text-anchor': 'middle', 'font-size': 10}, r.slice(5, 16)));
+    uniq([runs[0], runs[runs.length - 1]]).forEach(function (r) {  // the axis' ends, as UTC time
+      svg.appendChild(sv('text', {x: x(r), y: H - B + 16, 'text-anchor': 'middle', 'font-size': 10,
+                                  'data-axis': 'time'}, String(r).slice(5, 16) + ' UTC'));
     });
     var legend = el('div', {'class': 'legend'});
     rules.forEach(function (rule, k) {
       var color = COLORS[k % COLORS.length], pts = [];
-      runs.forEach(function (r, i) {
-        var m = rows.filter(function (m) { return m.run_time === r && m.rule === rule; })[0];
-        var v = m ? m.rows_failed : 0;
-        pts.push(x(i) + ',' + y(v));
-        var c = sv('circle', {cx: x(i), cy: y(v), r: 4, fill: color, 'data-rule': rule, 'data-run': r, 'data-failed': v});
-        c.appendChild(sv('title', {}, rule + ' @ ' + r + ': ' + v + ' failed'));
-        svg.appendChild(c);
-      });
+      rows.filter(function (m) { return m.rule === rule; }).sort(function (a, b) { return ms(a.run_time) - ms(b.run_time); })
+        .forEach(function (m) {  // only the runs this rule has rows in: no invented zeros
+          var v = m.rows_failed, r = m.run_time;
+          pts.push(x(r) + ',' + y(v));
+          var c = sv('circle', {cx: x(r), cy: y(v), r: 4, fill: color, 'data-rule': rule, 'data-run': r, 'data-failed': v});
+          c.appendChild(sv('title', {}, rule + ' @ ' + r + ': ' + v + ' failed'));
+          svg.appendChild(c);
+        });
       svg.insertBefore(sv('polyline', {points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': 2,
                                        'data-rule': rule}), svg.firstChild);
       var item = el('span', {'data-rule': rule}); var sw = el('i'); sw.style.background = color;
@@ -218,6 +248,7 @@ def render(data: dict[str, Any]) -> str:
 <h1>{title}</h1>
 <div class="meta">warehouse {html.escape(str(data.get("warehouse", "")))} · generated {html.escape(str(data.get("generated_at", "")))} · <span id="summary"></span></div>
 <noscript>This page draws its charts with JavaScript.</noscript>
+<h2>Runs and balance (landed = silver + quarantine + dropped + skipped)</h2><div id="balance"></div>
 <h2>Latest run per table</h2><div id="latest"></div>
 <h2>Failures over time (failed rows per run, per rule)</h2><div id="charts"></div>
 <h2>Freshness and lag</h2><div id="freshness"></div>

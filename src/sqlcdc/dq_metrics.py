@@ -1,10 +1,12 @@
 """The ``dq_metrics`` table: per run, per table, per rule — rows checked, passed, failed, dropped,
 quarantined — plus freshness and lag. A materialized view recomputed from what the pipeline kept.
 
-**Run.** A run is the set of landed records sharing one bronze ``ingest_time`` (``run_time``):
-bronze stamps ``current_timestamp()`` once per micro-batch, and ``sqlcdc run`` reads what landed
-since the last run in one micro-batch, so locally a run is one ``sqlcdc run`` (a run that reads
-several micro-batches shows as several runs; a full refresh re-stamps everything as one run).
+**Run.** Under ``sqlcdc run`` a run is one ``sqlcdc run``, across all sources: ``run_time`` is
+its start, from the warehouse's run log (:mod:`sqlcdc.run_log`, named by the Spark conf
+``sqlcdc.runs``), and a landed record belongs to the latest run started before its bronze
+``ingest_time``. Without a run log (Databricks, a hand-run ``spark-pipelines run``) a run is the
+set of records sharing one bronze ``ingest_time``: one micro-batch of one source. A full refresh
+re-stamps everything as one run.
 
 **Where the counts come from** (no Spark listeners, no side tables: the tables are the truth):
 
@@ -17,7 +19,7 @@ several micro-batches shows as several runs; a full refresh re-stamps everything
 Columns:
 
 =====================  ==========================================================================
-``run_time``           the run (bronze ingest time)
+``run_time``           the run: its start (run log), else the bronze ingest time
 ``source_name``
 ``table_name``         the onboarded table; ``*`` for source-level rules (envelope, routing)
 ``rule``               rule name
@@ -44,13 +46,15 @@ A row counted under a rule that removed it is not counted under the warn rules i
 
 from __future__ import annotations
 
+import datetime as dt
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pyspark import pipelines as dp
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc import expectations, formats
+from sqlcdc import expectations, formats, run_log
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig
 
 TABLE = "dq_metrics"
@@ -71,14 +75,16 @@ def dropped_table(source: SourceConfig) -> str:
 def declare(cfg: PipelineConfig, columns: Callable[[TableConfig], Sequence[Any]] = lambda t: ()) -> None:
     """The ``dq_metrics`` materialized view (call after the silver/quarantine/dropped tables).
     ``columns(table)``: the table's ColumnSpecs, for the rules they call for (unknown source types)."""
+    log = SparkSession.active().conf.get(run_log.RUNS_CONF, None)
+    starts = run_log.starts(Path(log)) if log else []  # read here, at definition time: a small file
 
     @dp.materialized_view(
         name=TABLE,
-        comment="Data quality per run (bronze ingest time), table and rule: rows checked, passed, failed, "
+        comment="Data quality per run (sqlcdc run, else bronze ingest time), table and rule: rows checked, passed, failed, "
         "warned, dropped, quarantined; freshness and lag. See sqlcdc.dq_metrics.",
     )
     def dq_metrics() -> DataFrame:
-        return metrics(cfg, SparkSession.active().read.table, columns)
+        return metrics(cfg, SparkSession.active().read.table, columns, run_starts=starts)
 
 
 def _lit_array(values: list[str]) -> Column:
@@ -92,9 +98,20 @@ def _per_table(tables: list[TableConfig], value: Callable[[TableConfig], Column]
     return out
 
 
+def run_of(ingest_time: Column, run_starts: Sequence[dt.datetime]) -> Column:
+    """The run a record landed in: the latest of ``run_starts`` at or before its ``ingest_time``,
+    else (no run log, or landed before the first logged run) the ingest time itself."""
+    if not run_starts:
+        return ingest_time
+    starts = F.array(*[F.lit(t) for t in sorted(run_starts)])
+    return F.coalesce(F.array_max(F.filter(starts, lambda t: t <= ingest_time)), ingest_time)
+
+
 def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
-            columns: Callable[[TableConfig], Sequence[Any]] = lambda t: ()) -> DataFrame:
-    """The metrics frame (see the module doc). ``read(name)`` returns a table as a batch frame.
+            columns: Callable[[TableConfig], Sequence[Any]] = lambda t: (),
+            run_starts: Sequence[dt.datetime] = ()) -> DataFrame:
+    """The metrics frame (see the module doc). ``read(name)`` returns a table as a batch frame;
+    ``run_starts``: the run log's start times (:func:`run_of`).
 
     Built from selects, unions, ``groupBy().agg()`` and joins only: valid inside an SDP query function.
     """
@@ -108,7 +125,7 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
               commit_time: Column) -> DataFrame:
         return df.select(
             F.lit(source.name).alias("source_name"), table.cast("string").alias("table_name"),
-            F.col("bronze_ingest_time").alias("run_time"), rules.cast("array<string>").alias("rules"),
+            run_of(F.col("bronze_ingest_time"), run_starts).alias("run_time"), rules.cast("array<string>").alias("rules"),
             kept.alias("kept"), dropped.alias("dropped"), quarantined.alias("quarantined"),
             reached.alias("reached"), commit_time.cast("timestamp").alias("commit_time"),
         )
@@ -122,7 +139,7 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
         landed.append(
             bronze.where(~F.coalesce(skipped, F.lit(False))).select(
                 F.lit(source.name).alias("source_name"), F.lit(SOURCE_LEVEL).alias("table_name"),
-                F.col("ingest_time").alias("run_time"),
+                run_of(F.col("ingest_time"), run_starts).alias("run_time"),
             )
         )
         for t in src_tables:

@@ -113,6 +113,9 @@ logger.datanucleus.name = DataNucleus
 logger.datanucleus.level = error
 logger.connect.name = org.apache.spark.sql.connect
 logger.connect.level = error
+# Spark's per-batch progress of each streaming flow (rows read): `sqlcdc run`'s flow lines use it
+logger.progress.name = org.apache.spark.sql.execution.streaming.runtime.ProgressReporter
+logger.progress.level = info
 """
 
 

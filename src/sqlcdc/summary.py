@@ -121,17 +121,17 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
     return result
 
 
-def print_summary(cfg: PipelineConfig, warehouse: Path, spark: SparkSession) -> bool:
-    """Print rows per table and the per-source balance; False when a balance does not hold."""
+def print_summary(cfg: PipelineConfig, warehouse: Path, spark: SparkSession) -> list[Balance]:
+    """Print rows per table and the per-source balance; return the balances (a MISMATCH is one
+    whose ``ok`` is False)."""
     rows = counts(spark, cfg, warehouse)
     width = max(len(name) for _, name, _ in rows)
     print(f"\n{'layer':<11}{'table':<{width + 2}}{'rows':>8}")
     for layer, name, n in rows:
         print(f"{layer:<11}{name:<{width + 2}}{'-' if n is None else n:>8}")
-    ok = True
-    for b in balances(spark, cfg, warehouse):
+    found = balances(spark, cfg, warehouse)
+    for b in found:
         status = "ok" if b.ok else "MISMATCH"
-        ok &= b.ok
         print(
             f"\nsource {b.source}: landed {b.landed} = silver {b.in_silver} + quarantine {b.quarantined}"
             + (f" + dropped {b.dropped}" if b.dropped else "")
@@ -140,4 +140,4 @@ def print_summary(cfg: PipelineConfig, warehouse: Path, spark: SparkSession) -> 
             + (f" + pending {b.pending} (segments awaiting the rest of their split event)" if b.pending else "")
             + f" ({status})"
         )
-    return ok
+    return found

@@ -6,7 +6,8 @@ Everything the run writes lives under the warehouse folder (default ``warehouse/
       tables/<table>/       Delta tables: bronze_*, silver_*, quarantine_*, gold_*_scd1, gold_*_scd2
       _storage/             SDP checkpoints (what makes the next run process only new files)
       _metastore/           the embedded Hive metastore that lets tables survive between runs
-      _sqlcdc/              the generated spec, spark-defaults.conf, the last run's full log and
+      _sqlcdc/              the generated spec, spark-defaults.conf, the last run's full log,
+                            the run log (runs.jsonl: each run's start, exit code and balances) and
                             the checks of landed compressed files (unreadable/)
 
 A second ``sqlcdc run`` reads only files that landed since the first, and gold merges only the
@@ -27,15 +28,15 @@ from pathlib import Path
 
 import yaml
 
-from sqlcdc import gold, reshape, runtime
+from sqlcdc import gold, reshape, run_log, runtime
 from sqlcdc.assets import PIPELINE_LAYERS, PIPELINES_DIR
+from sqlcdc.cli.progress import PROGRESS_LINE, RunProgress
 from sqlcdc.config import ConfigError, PipelineConfig, load_pipeline
 from sqlcdc.formats.base import STATE_DIR_ENV
 
 NAME = "run"
 HELP = "Run the pipeline locally (bronze -> silver -> gold) and print rows per table."
 
-_PROGRESS = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}: ")
 
 
 def add_arguments(p) -> None:
@@ -59,10 +60,12 @@ def main(args) -> int:
         print(f"sqlcdc run: {e}; run `sqlcdc setup` once the network allows", file=sys.stderr)
         return 2
     started = time.monotonic()
+    run_at = run_log.start(warehouse)  # dq_metrics counts every source's records of this run as one run
     code = run_pipeline(cfg, warehouse, full_refresh=args.full_refresh, quiet=args.quiet)
     if code != 0:  # the pipeline failed (its log says why): 1, whatever spark-pipelines exited with
         print(f"sqlcdc run: the pipeline failed (spark-pipelines exit code {code}); full log: "
               f"{warehouse / '_sqlcdc' / 'last-run.log'}", file=sys.stderr)
+        run_log.finish(warehouse, run_at, 1)
         return 1
     spark = _session(warehouse)
     try:
@@ -74,14 +77,19 @@ def main(args) -> int:
             gold.apply_all(spark, cfg, warehouse, full_refresh=args.full_refresh, echo=echo)
         except ConfigError as e:
             print(f"sqlcdc run: gold: {e}", file=sys.stderr)
+            run_log.finish(warehouse, run_at, 2)
             return 2
         print(f"sqlcdc run: pipeline {cfg.name!r} finished in {time.monotonic() - started:.0f}s; "
               f"tables under {warehouse / 'tables'}")
-        if not args.no_summary:
-            from sqlcdc.summary import print_summary
+        if args.no_summary:
+            run_log.finish(warehouse, run_at, 0)
+            return 0
+        from sqlcdc.summary import print_summary
 
-            return 0 if print_summary(cfg, warehouse, spark) else 3
-        return 0
+        found = print_summary(cfg, warehouse, spark)
+        code = 0 if all(b.ok for b in found) else 3
+        run_log.finish(warehouse, run_at, code, found)
+        return code
     finally:
         spark.stop()
 
@@ -111,6 +119,7 @@ def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]
             "sqlcdc.config": str(Path(cfg.file).resolve()),
             reshape.MARKER_CONF: str(reshape_marker(warehouse)),
             gold.GOLD_CONF: gold.AFTER_RUN,  # gold is applied after the pipeline (sqlcdc.gold), not in it
+            run_log.RUNS_CONF: str(run_log.path(warehouse)),  # one run id across sources in dq_metrics
         },
         # SDP resolves library globs relative to the spec's folder and accepts only file paths.
         "libraries": [{"glob": {"include": f"{rel}/{layer}.py"}} for layer in PIPELINE_LAYERS],
@@ -206,60 +215,25 @@ def _wait_for_free_port(port: int, quiet: bool, timeout_s: float = 900.0) -> Non
         _time.sleep(2)
 
 
-class RunProgress:
-    """SDP's progress lines, condensed: one line per flow when it ends (its state and how long it
-    ran from its start, queueing not counted), the run's own milestones, nothing for each state change in between (the log has them).
-
-    >>> p = RunProgress()
-    >>> p.feed("2026-11-24 11:33:55: Flow spark_catalog.default.bronze_erp is STARTING.")
-    []
-    >>> p.feed("2026-11-24 11:34:02: Flow spark_catalog.default.bronze_erp has COMPLETED.")
-    ['flow bronze_erp                     completed   7s']
-    """
-
-    _FLOW = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}): Flow (\S+) (?:is|has) ([A-Z_]+)\.?\s*(.*)$")
-    _ENDED = {"COMPLETED", "FAILED", "STOPPED", "SKIPPED", "EXCLUDED", "IDLE"}
-    _QUIET = ("Found ", "Importing ", "Loading definitions", "Registering graph", "Creating dataflow graph")
-
-    def __init__(self) -> None:
-        self._started: dict[str, float] = {}
-
-    def feed(self, line: str) -> list[str]:
-        """The lines worth showing for one progress line of ``spark-pipelines`` (maybe none)."""
-        line = line.rstrip()
-        m = self._FLOW.match(line)
-        if m is None:
-            text = line[21:] if _PROGRESS.match(line) else line
-            return [] if text.startswith(self._QUIET) else [text]
-        stamp, name, state, rest = m.groups()
-        at = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S"))
-        name = name.split(".")[-1]
-        if state not in self._ENDED:
-            if state != "QUEUED":  # waiting for a slot is not the flow's time
-                self._started.setdefault(name, at)
-            return []
-        took = at - self._started.pop(name, at)
-        return [f"flow {name:<30} {state.lower():<11} {took:.0f}s" + (f"  {rest}" if rest else "")]
-
-
 def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool,
          marker: Path | None = None) -> int:
     if not quiet:
         print(f"sqlcdc run: starting Spark ({'full refresh' if full_refresh else 'incremental'}); "
               f"full log: {log_path}", flush=True)
     errors: list[str] = []
+    started = time.time()
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, env=env, cwd=spec_path.parent, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, bufsize=1)
         assert proc.stdout is not None
-        progress = RunProgress()
+        progress = RunProgress(tables=spec_path.parent.parent / "tables", since=started)
         for line in proc.stdout:
             log.write(line)
-            if _PROGRESS.match(line):
-                for shown in progress.feed(line):
-                    if not quiet:
-                        print("  " + shown, flush=True)
-            elif re.search(r"(Exception|Error)\b.*:", line) and not line.startswith((" ", "\t")):
+            for shown in progress.feed(line):
+                if not quiet:
+                    print("  " + shown, flush=True)
+            if (not PROGRESS_LINE.match(line) and re.search(r"(Exception|Error)\b.*:", line)
+                    and not line.startswith((" ", "\t"))):
                 errors.append(line.rstrip())
         code = proc.wait()
     if code != 0 and marker is not None and reshape.recorded(marker):

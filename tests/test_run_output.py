@@ -1,0 +1,108 @@
+"""What `sqlcdc run` prints while it runs (one line per flow: time, rows read and written) and what
+it leaves in the warehouse's run log (each run's start, exit code and balances)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from sqlcdc import run_log
+from sqlcdc.cli.progress import RunProgress
+from sqlcdc.summary import Balance
+
+
+def test_run_prints_one_line_per_flow_when_it_ends():
+    from sqlcdc.cli.progress import RunProgress
+
+    lines = """\
+2026-11-24 11:33:31: Loading pipeline spec from /w/_sqlcdc/spark-pipeline.yml...
+2026-11-24 11:33:42: Found 1 files matching glob '../pipelines/bronze.py'
+2026-11-24 11:33:42: Importing /w/pipelines/bronze.py...
+2026-11-24 11:33:46: Starting run...
+2026-11-24 11:33:55: Flow spark_catalog.default.bronze_erp is QUEUED.
+2026-11-24 11:33:55: Flow spark_catalog.default.silver_orders is QUEUED.
+2026-11-24 11:33:58: Flow spark_catalog.default.bronze_erp is STARTING.
+2026-11-24 11:33:59: Flow spark_catalog.default.bronze_erp is RUNNING.
+2026-11-24 11:34:02: Flow spark_catalog.default.bronze_erp has COMPLETED.
+2026-11-24 11:34:03: Flow spark_catalog.default.silver_orders is STARTING.
+2026-11-24 11:34:13: Flow spark_catalog.default.silver_orders has FAILED. NUMERIC_VALUE_OUT_OF_RANGE
+2026-11-24 11:34:14: Run has FAILED.
+""".splitlines()
+    progress = RunProgress()
+    shown = [s for line in lines for s in progress.feed(line)]
+    assert shown == [
+        "Loading pipeline spec from /w/_sqlcdc/spark-pipeline.yml...",
+        "Starting run...",
+        "flow bronze_erp                     completed   4s",
+        "flow silver_orders                  failed      10s  NUMERIC_VALUE_OUT_OF_RANGE",
+        "Run has FAILED.",
+    ]
+
+
+def _commit(table_dir, version: int, **info) -> None:
+    log = table_dir / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    (log / f"{version:020d}.json").write_text(json.dumps({"commitInfo": info}) + "\n" + json.dumps({"add": {}}) + "\n")
+
+
+def _progress_event(name: str, query: str, rows: int) -> list[str]:
+    """Spark's progress event as the run's log4j settings print it (a JSON block over many lines)."""
+    body = json.dumps({"id": query, "runId": "r", "name": f"spark_catalog.default.{name}", "numInputRows": rows,
+                       "sources": [{"numInputRows": rows}], "sink": {"numOutputRows": -1}}, indent=2)
+    return ["18:29:50 INFO ProgressReporter: Streaming query made progress: {"] + body.splitlines()[1:]
+
+
+def test_flow_lines_say_rows_read_and_written(tmp_path):
+    """Two streaming flows append to one quarantine table (told apart by their query ids), a
+    materialized view is recomputed, a streaming flow gets nothing new; commits older than the
+    run do not count."""
+    since = 1_795_545_000.0
+    ms = int(since * 1000)
+    tables = tmp_path / "tables"
+    _commit(tables / "quarantine_inventory", 0, timestamp=ms - 60_000, operation="CREATE TABLE")
+    _commit(tables / "quarantine_inventory", 1, timestamp=ms - 50_000, operation="STREAMING UPDATE",
+            operationParameters={"queryId": "q-env"}, operationMetrics={"numOutputRows": "7"})  # an earlier run
+    _commit(tables / "quarantine_inventory", 2, timestamp=ms + 9_000, operation="STREAMING UPDATE",
+            operationParameters={"queryId": "q-env"}, operationMetrics={"numOutputRows": "2"})
+    _commit(tables / "quarantine_inventory", 3, timestamp=ms + 9_500, operation="STREAMING UPDATE",
+            operationParameters={"queryId": "q-unr"}, operationMetrics={"numOutputRows": "1"})
+    _commit(tables / "silver_orders", 1, timestamp=ms + 12_000, operation="WRITE",
+            operationMetrics={"numOutputRows": "14"})
+    _commit(tables / "silver_customers", 0, timestamp=ms - 60_000, operation="CREATE TABLE")
+    lines = [
+        "2026-11-24 18:29:40: Flow spark_catalog.default.envelope_inventory is STARTING.",
+        "2026-11-24 18:29:41: Flow spark_catalog.default.unrouted_inventory is STARTING.",
+        *_progress_event("envelope_inventory", "q-env", 16),
+        *_progress_event("unrouted_inventory", "q-unr", 32),
+        "2026-11-24 18:29:52: Flow spark_catalog.default.envelope_inventory has COMPLETED.",
+        "2026-11-24 18:29:53: Flow spark_catalog.default.unrouted_inventory has COMPLETED.",
+        "2026-11-24 18:29:54: Flow spark_catalog.default.silver_orders is PLANNING.",
+        "2026-11-24 18:29:55: Flow spark_catalog.default.silver_orders is RUNNING.",
+        "2026-11-24 18:30:05: Flow spark_catalog.default.silver_orders has COMPLETED.",
+        "2026-11-24 18:30:05: Flow spark_catalog.default.silver_customers is STARTING.",
+        "2026-11-24 18:30:08: Flow spark_catalog.default.silver_customers has COMPLETED.",
+    ]
+    progress = RunProgress(tables=tables, since=since)
+    assert [s for line in lines for s in progress.feed(line)] == [
+        "flow envelope_inventory             completed   12s  read 16, wrote 2",
+        "flow unrouted_inventory             completed   12s  read 32, wrote 1",
+        "flow silver_orders                  completed   11s  wrote 14 (recomputed)",
+        "flow silver_customers               completed   3s  no new rows",
+    ]
+
+
+def test_the_run_log_keeps_each_runs_start_exit_and_balances(tmp_path):
+    wh = tmp_path / "wh"
+    first = run_log.start(wh)
+    run_log.finish(wh, first, 3, [Balance("erp", landed=5, in_silver=3, quarantined=1, skipped=0)])
+    second = run_log.start(wh)
+    with run_log.path(wh).open("a") as fh:
+        fh.write('{"run": "2026-11-2')  # a line cut short by a killed run
+    runs = run_log.runs(run_log.path(wh))
+    assert [r["run"] for r in runs] == [t.isoformat(timespec="microseconds") for t in (first, second)]
+    assert runs[0]["exit"] == 3 and "exit" not in runs[1]  # the second never finished
+    (b,) = runs[0]["balances"]
+    assert (b["source"], b["landed"], b["in_silver"], b["quarantined"], b["ok"]) == ("erp", 5, 3, 1, False)
+    assert run_log.starts(run_log.path(wh)) == [first, second]
+    assert all(t.tzinfo == dt.timezone.utc for t in run_log.starts(run_log.path(wh)))
+    assert run_log.starts(tmp_path / "none.jsonl") == []
