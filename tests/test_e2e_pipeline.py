@@ -12,6 +12,10 @@ The same pipeline carries issue 16's hostile corpus (tests/hostile/corpus.py: ev
 tests/test_hostile_records.py landed as files, one source per producer): run 1 must put each record
 in its expected place, the good ones in gold exactly; run 2 lands nothing for those sources and
 must change none of their tables.
+
+With the demo's change-table export (``samples/cdc_ct/orders``, ``config/tables/orders.yml``) the
+pipeline holds every table of ``make run``'s demo (the Debezium, CES and Qlik feeds are the demo's
+own), and each of their gold tables is read with delta-rs as pandas and Polars read it.
 """
 
 from __future__ import annotations
@@ -53,13 +57,16 @@ def ces_line(name: str) -> str:
 def write_config(base: Path, dbz: Path, ces: Path, qlik: Path, qlik_late: Path) -> Path:
     (base / "tables").mkdir(parents=True)
     hostile_sources, hostile_tables = corpus.land(dbz.parent / "hostile")
+    erp = shutil.copytree(ROOT / "samples" / "cdc_ct" / "orders", dbz.parent / "erp")  # the demo's export
     (base / "pipeline.yml").write_text(
         "name: e2e\nsources:\n"
         f"  inventory:\n    format: debezium\n    landing: {dbz}\n"
         f"  ces_src:\n    format: ces\n    landing: {ces}\n    options: {{serialization: json}}\n"
         f"  crm:\n    format: qlik\n    landing: {qlik}\n"
-        f"  crm_late:\n    format: qlik\n    landing: {qlik_late}\n" + hostile_sources
+        f"  crm_late:\n    format: qlik\n    landing: {qlik_late}\n"
+        f"  erp:\n    format: cdc_ct\n    landing: {erp}\n" + hostile_sources
     )
+    shutil.copy(ROOT / "config" / "tables" / "orders.yml", base / "tables" / "orders.yml")  # the demo's
     for name, body in hostile_tables.items():
         (base / "tables" / name).write_text(body)
     (base / "tables" / "customers.yml").write_text("source: inventory\ntable: dbo.customers\nkeys: [id]\n")
@@ -211,7 +218,12 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
 
     gold = sorted(p.name for p in (wh / "tables").iterdir()
                   if p.name.startswith("gold_") and "__" not in p.name and not p.name.startswith("gold_hostile_"))
-    assert len(gold) == 8
+    demo = {f"gold_{t}_scd{n}" for t in ("customers", "orders", "purchases", "crm_customers") for n in (1, 2)}
+    assert len(gold) == 10 and demo <= set(gold)  # the demo's eight, and the late Qlik source's two
+    # the demo's change-table export: 21 records (update pairs are two), 14 changes, as `make run` shows
+    assert (table(spark, wh, "bronze_erp").count(), table(spark, wh, "silver_orders").count(),
+            table(spark, wh, "quarantine_erp").count()) == (21, 14, 0)
+    assert (table(spark, wh, "gold_orders_scd1").count(), table(spark, wh, "gold_orders_scd2").count()) == (3, 12)
     for name in gold:
         via_rs = deltalake.DeltaTable(str(wh / "tables" / name)).to_pandas()
         via_spark = table(spark, wh, name)
