@@ -1,11 +1,14 @@
 """Random change histories in every producer's format, delivered as at-least-once transports do
 (shuffled, duplicated, spread over several `sqlcdc run`s), against ``reference_model``.
 
-One history per producer (seeded): inserts, updates (some to the same values), deletes and
-re-inserts of a few keys, in transactions of one to three changes. Each producer renders it its
-own way -- Debezium events, change-table rows (an update is two rows, 3 and 4, that may land in
-different files and runs), CES CloudEvents (some cut into segments that land apart), Qlik data
-messages after a metadata message that may itself land in a later run. The records, with a share
+One history per producer (seeded): inserts, updates (some to the same values, some changing the
+primary key), deletes and re-inserts of a few keys, in transactions of one to three changes. Each
+producer renders it its own way -- Debezium events (a key change as one update or as a delete and
+a create; a tombstone after some deletes), change-table rows (an update is two rows, 3 and 4, that
+may land in different files and runs; a key change a 3/4 pair or a delete and an insert), CES
+CloudEvents (some cut into segments that land apart; updates with or without their old image, a key
+change as a delete and an insert), Qlik data messages bare or wrapped (``atMSG``, routed by
+``externalSchemaId``) after a metadata message that may itself land in a later run. The records, with a share
 duplicated, are shuffled and cut into runs of one to three files; after the last run, SCD1 and
 SCD2 gold must equal the reference model replaying the history in commit order, and every run
 must end with the balance holding (``sqlcdc run`` exits 0).
@@ -45,11 +48,17 @@ CES_COLS = [("id", "int"), ("name", "nvarchar(100)"), ("qty", "int"), ("price", 
 @dataclass(frozen=True)
 class Change:
     op: str  # INSERT | UPDATE | DELETE
-    key: int
+    key: int  # the row's key (after a key change: the new one)
     before: dict | None
     after: dict | None
     tx: int  # transaction number: commit order
     pos: int  # position in the transaction, from 1
+    old_key: int | None = None  # an UPDATE that changes the primary key: the key before it
+    form: float = 0.0  # a draw in [0, 1) a renderer may use to pick one of its producer's forms
+
+    @property
+    def before_key(self) -> int:
+        return self.old_key if self.old_key is not None else self.key
 
 
 def history(rng: random.Random, keys: int, changes: int) -> list[Change]:
@@ -65,15 +74,22 @@ def history(rng: random.Random, keys: int, changes: int) -> list[Change]:
             touched.add(key)
             row = {"name": rng.choice(NAMES), "qty": rng.choice([None, 0, 1, 7, 2**31 - 1]),
                    "price": rng.choice([None, "0.00", "1.50", "19.99", "-3.25", "99999999.99"])}
+            form = rng.random()
+            free = [k for k in range(1, keys + 1) if k not in live and k not in touched]
             if key not in live:
-                out.append(Change("INSERT", key, None, row, tx, pos))
+                out.append(Change("INSERT", key, None, row, tx, pos, form=form))
                 live[key] = row
             elif rng.random() < 0.25:
-                out.append(Change("DELETE", key, live.pop(key), None, tx, pos))
+                out.append(Change("DELETE", key, live.pop(key), None, tx, pos, form=form))
+            elif free and rng.random() < 0.12:  # the primary key changes: key -> new
+                new = rng.choice(free)
+                touched.add(new)
+                out.append(Change("UPDATE", new, live.pop(key), row, tx, pos, old_key=key, form=form))
+                live[new] = row
             else:
                 if rng.random() < 0.15:
                     row = dict(live[key])  # an update that changes nothing
-                out.append(Change("UPDATE", key, live[key], row, tx, pos))
+                out.append(Change("UPDATE", key, live[key], row, tx, pos, form=form))
                 live[key] = row
     return out
 
@@ -82,8 +98,10 @@ def commit_hex(c: Change) -> str:
     return f"00000031{c.tx:08X}0001"
 
 
-def change_hex(c: Change) -> str:
-    return f"00000031{c.tx:08X}{c.pos + 1:04X}"
+def change_hex(c: Change, sub: int = 0) -> str:
+    """The change's LSN within its transaction; ``sub`` 1 for the second record of a change a
+    producer writes as two (a key change as a delete and an insert)."""
+    return f"00000031{c.tx:08X}{(c.pos + 1) * 16 + sub:04X}"
 
 
 # --- each producer's rendering ---------------------------------------------------------------------
@@ -96,43 +114,62 @@ def _b64_decimal(text: str | None) -> str | None:
     return base64.b64encode(unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True)).decode()
 
 
+def _as_delete_and_insert(c: Change) -> list[Change]:
+    """A key change as two changes of one position: the old key's delete, then the new key's insert."""
+    return [Change("DELETE", c.before_key, c.before, None, c.tx, c.pos), Change("INSERT", c.key, None, c.after, c.tx, c.pos)]
+
+
 def debezium(c: Change) -> list[str]:
-    def image(row):
-        return None if row is None else {"id": c.key, "name": row["name"], "qty": row["qty"], "price": _b64_decimal(row["price"])}
+    def image(row, key):
+        return None if row is None else {"id": key, "name": row["name"], "qty": row["qty"], "price": _b64_decimal(row["price"])}
 
     def dbz_lsn(hex20: str) -> str:
         return f"{hex20[:8]}:{hex20[8:16]}:{hex20[16:]}".lower()
 
+    if c.old_key is not None and c.form < 0.5:  # a key change as a delete (and its tombstone) and a create
+        d, i = _as_delete_and_insert(c)
+        return debezium(d)[:1] + ["null"] + [x.replace(dbz_lsn(change_hex(i)), dbz_lsn(change_hex(i, 1)))
+                                              .replace('"event_serial_no": 1', '"event_serial_no": 2') for x in debezium(i)]
     op = {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}[c.op]
-    return [json.dumps({
-        "before": image(c.before), "after": image(c.after), "op": op, "ts_ms": 1700000000000 + c.tx,
+    event = json.dumps({
+        "before": image(c.before, c.before_key), "after": image(c.after, c.key), "op": op, "ts_ms": 1700000000000 + c.tx,
         "source": {"version": "2.7.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1700000000000 + c.tx,
                    "snapshot": "false", "db": "testDB", "schema": "dbo", "table": "hist",
                    "change_lsn": dbz_lsn(change_hex(c)), "commit_lsn": dbz_lsn(commit_hex(c)), "event_serial_no": 1},
-    })]
+    })
+    # Kafka's log compaction tombstone after a delete (landed as the line "null"): skipped by definition
+    return [event, "null"] if c.op == "DELETE" and c.form < 0.5 else [event]
 
 
 def cdc_ct(c: Change) -> list[str]:
-    def row(op: int, image: dict) -> str:
-        return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c),
-                           "__$operation": op, "__$update_mask": "0x0F", "__$command_id": 1, "id": c.key, **image})
+    def row(op: int, image: dict, key: int, sub: int = 0) -> str:
+        return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
+                           "__$operation": op, "__$update_mask": "0x0F", "__$command_id": 1, **image, "id": key})
 
     if c.op == "INSERT":
-        return [row(2, c.after)]
+        return [row(2, c.after, c.key)]
     if c.op == "DELETE":
-        return [row(1, c.before)]
-    return [row(3, c.before), row(4, c.after)]
+        return [row(1, c.before, c.key)]
+    if c.old_key is not None and c.form < 0.5:  # a key change logged as a delete and an insert
+        return [row(1, c.before, c.before_key), row(2, c.after, c.key, 1)]
+    return [row(3, c.before, c.before_key), row(4, c.after, c.key)]
 
 
 def ces(c: Change, rng: random.Random) -> list[str]:
-    def image(row):
+    def image(row, key):
         if row is None:
             return None
-        return {"id": str(c.key), **{k: (None if v is None else str(v)) for k, v in row.items()}}
+        return {"id": str(key), **{k: (None if v is None else str(v)) for k, v in row.items()}}
 
+    if c.old_key is not None:  # a key change: a delete of the old key, then an insert of the new one
+        return [line for part in _as_delete_and_insert(c) for line in ces(part, rng)]
     op = {"INSERT": "INS", "UPDATE": "UPD", "DELETE": "DEL"}[c.op]
-    ev = ces_event(op, table="hist", cols=CES_COLS, old=image(c.before), current=image(c.after),
-                   pk={"id": str(c.key)}, lsn=commit_hex(c), seq=c.pos, eid=f"e-{c.tx}-{c.pos}")
+    old = image(c.before, c.before_key)
+    if c.op == "UPDATE" and c.form < 0.5:
+        old = None  # as the seed's update: "old": "{}"
+    seq = c.pos * 2 + (c.op == "INSERT")  # a key change's insert after its delete, at the same position
+    ev = ces_event(op, table="hist", cols=CES_COLS, old=old, current=image(c.after, c.key),
+                   pk={"id": str(c.key)}, lsn=commit_hex(c), seq=seq, eid=f"e-{c.tx}-{seq}")
     if rng.random() < 0.2:  # a large event cut into segments, which land apart
         return [json.dumps(s) for s in ces_split(ev, rng.randint(2, 3))]
     return [json.dumps(ev)]
@@ -155,16 +192,19 @@ QLIK_METADATA = json.dumps({
 
 
 def qlik(c: Change, last_of_tx: bool) -> list[str]:
-    def image(row):
-        return None if row is None else {"ID": c.key, "NAME": row["name"], "QTY": row["qty"], "PRICE": row["price"]}
+    def image(row, key):
+        return None if row is None else {"ID": key, "NAME": row["name"], "QTY": row["qty"], "PRICE": row["price"]}
 
-    return [json.dumps({
-        "schema": "dbo", "table": "hist", "data": image(c.after if c.op != "DELETE" else c.before),
-        "beforeData": image(c.before) if c.op == "UPDATE" else None,
-        "headers": {"operation": c.op, "changeSequence": f"20250101{c.tx * 1000 + c.pos:027d}",
-                    "timestamp": "2025-01-01T10:00:01.000", "transactionId": f"T{c.tx}",
-                    "transactionEventCounter": c.pos, "transactionLastEvent": last_of_tx},
-    })]
+    data = image(c.before, c.key) if c.op == "DELETE" else image(c.after, c.key)
+    headers = {"operation": c.op, "changeSequence": f"20250101{c.tx * 1000 + c.pos:027d}",
+               "timestamp": "2025-01-01T10:00:01.000", "transactionId": f"T{c.tx}",
+               "transactionEventCounter": c.pos, "transactionLastEvent": last_of_tx}
+    before = image(c.before, c.before_key) if c.op == "UPDATE" else None
+    if c.form < 0.5:  # the atMSG envelope, routed by the metadata's schemaId
+        return [json.dumps({"magic": "atMSG", "type": "DT", "headers": None, "messageSchemaId": None,
+                            "messageSchema": None, "message": {"data": data, "beforeData": before,
+                                                               "headers": {**headers, "externalSchemaId": "s-hist-1"}}})]
+    return [json.dumps({"schema": "dbo", "table": "hist", "data": data, "beforeData": before, "headers": headers})]
 
 
 def records(producer: str, changes: list[Change], rng: random.Random) -> list[str]:
@@ -236,6 +276,8 @@ def expected(changes: list[Change]) -> tuple[list[tuple], dict[int, list[tuple]]
     events = [{"op": "DELETE" if c.op == "DELETE" else "UPSERT", "seq": (c.tx, c.pos),
                "cid": f"{c.tx}.{c.pos}", "key": (c.key,), "values": c.after or {}, "provided": None}
               for c in changes]
+    events += [{"op": "DELETE", "seq": (c.tx, c.pos), "cid": f"{c.tx}.{c.pos}#old", "key": (c.old_key,),
+                "values": {}, "provided": None} for c in changes if c.old_key is not None]  # a key change
     current, versions = ref.replay(events, COLUMNS)
     scd1 = sorted(((k[0], r["name"], r["qty"], r["price"]) for k, r in current.items()), key=ref._sort_key)
     scd2: dict[int, list[tuple]] = {}

@@ -281,6 +281,35 @@ def test_lob_null_in_operation_3_is_not_provided(csv_decoded):
     assert dave.provided_columns == ["id", "customer", "amount", "status"]
 
 
+def test_row_filter_all_takes_an_update_as_its_after_image_alone(spark, tmp_path):
+    """An export of fn_cdc_get_all_changes_<ci>(..., N'all') has no operation 3 (seed 001: the update
+    returns its final row only). By default each lone 4 is quarantined (a half is missing); with
+    `row_filter: all` it is the update, without a before image, at the sequence the pair would have."""
+    landing = land_jsonl(tmp_path / "all", [r for r in history_rows() if r["__$operation"] != "3"])
+    _, strict = decode_landing(spark, landing)
+    reasons = [r.reason for r in strict.quarantine.collect()]
+    assert len(reasons) == sum(op == "UPDATE" for op, *_ in EXPECTED_SILVER) == 7
+    assert all("has no before-image (operation 3)" in r and "row filter 'all'" in r for r in reasons)
+
+    _, decoded = decode_landing(spark, landing, row_filter="all")
+    assert decoded.quarantine.count() == 0
+    # the hand-written silver of the whole history, every update without its before image
+    assert silver_rows(decoded) == [(op, k, None if op == "UPDATE" else b, a, ch, cl, sv, n)
+                                    for op, k, b, a, ch, cl, sv, n in EXPECTED_SILVER]
+    dave = [r for r in decoded.changes.collect() if r.key.id == 4 and r.op == "UPDATE"]
+    assert {r.after.status for r in dave} == {"paid"} and all(r.before is None for r in dave)
+    # a LOB the update did not provide is still left out (dave's notes, NULL with a clear mask bit)
+    assert all(r.provided_columns == ["id", "customer", "amount", "status"] for r in dave)
+    # the documented limit: without the old image, the key change 3 -> 30 is an upsert of 30 only
+    frame = model.apply_frame(decoded.changes, NAMES, ["id"])
+    assert sorted((r.id, r._op) for r in frame.where("id IN (3, 30)").collect()) == [(3, "UPSERT"), (30, "UPSERT")]
+    # the option's values are the SQL Server row filters; another is refused when the config loads
+    from sqlcdc.diagnostics import options_problems
+
+    (problem,) = options_problems({"row_filter": "all changes"}, get("cdc_ct").options, Path("pipeline.yml"), {})
+    assert problem.startswith("pipeline.yml:1: options.row_filter: 'all changes' is not one of")
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 def test_parquet_and_json_lines_give_the_same_silver(spark, tmp_path, csv_decoded, fmt):
     if fmt == "parquet":

@@ -8,7 +8,7 @@ docstring, "Decoding".
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from sqlcdc import lsn
@@ -31,6 +31,9 @@ from sqlcdc.values import ColumnSpec, commit_time, typed_struct
 __all__ = ["binary_hex", "changed_from_mask", "lsn_text"]
 
 # --- value spellings -----------------------------------------------------------------------------
+
+
+_OP_UPDATE_OLD, _OP_UPDATE_NEW = 3, 4  # __$operation of an update's before / after image
 
 
 def lsn_text(raw: Column) -> Column:
@@ -161,3 +164,32 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
 
 
 _LSN_SHAPES = "binary(10), 0x hex or base64"
+
+
+def _deduplicated(good: DataFrame) -> DataFrame:
+    """Readable rows + where each stands among the rows landed for its (start_lsn, seqval, operation):
+    ``_conflict`` (they differ: update mask, image or command id), ``_dup`` (1 = the copy kept:
+    lowest record id), ``_kept`` (that copy's record id), ``_copy`` (1 = first row of its record id),
+    ``_variants``/``_files`` (for the conflict's reason), and per (start_lsn, seqval)
+    ``_old_conflict``/``_new_conflict`` (the operation 3 / 4 rows there conflict)."""
+    at = Window.partitionBy("_start", "_seq", "_op")
+    position = Window.partitionBy("_start", "_seq")
+    # compared as JSON text: any column type compares, and a typed value has one spelling
+    content = F.to_json(F.struct(F.col("_mask").alias("m"), F.col("_img").alias("i")))
+    good = good.select("*", content.alias("_content"))
+    differ = ~F.min("_content").over(at).eqNullSafe(F.max("_content").over(at)) | ~F.min("_cmd").over(at).eqNullSafe(
+        F.max("_cmd").over(at))
+    good = good.select(
+        "*",
+        differ.alias("_conflict"),
+        F.row_number().over(at.orderBy("record_id")).alias("_dup"),
+        F.min("record_id").over(at).alias("_kept"),
+        F.row_number().over(Window.partitionBy("_start", "_seq", "_op", "record_id").orderBy("record_id")).alias("_copy"),
+        F.size(F.collect_set("_content").over(at)).alias("_variants"),
+        F.array_sort(F.collect_set("source_file").over(at)).alias("_files"),
+    )
+    return good.select(
+        "*",
+        F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == _OP_UPDATE_OLD)).over(position), F.lit(False)).alias("_old_conflict"),
+        F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == _OP_UPDATE_NEW)).over(position), F.lit(False)).alias("_new_conflict"),
+    )

@@ -88,6 +88,10 @@ Decoding
   none is picked; the other half of an update whose half is in conflict is quarantined saying so.
 - Pairing needs both rows of an update, which may sit in different files or exports, so
   :data:`STREAMING` is False: silver is recomputed from bronze.
+- Exports of ``fn_cdc_get_all_changes_<ci>(@from, @to, N'all')`` (option ``row_filter: all``) have
+  no operation 3: an update is its operation 4 row alone, an UPDATE without a before image. Without
+  the old image a primary-key change that SQL Server logged as one 3+4 pair cannot be seen: the old
+  key stays in gold (export with ``all update old`` where keys change).
 - ``changed_columns``: the ``__$update_mask`` bits of the captured-column ordinals. Ordinals are
   the positions in the table config's ``columns:`` (the change table's column order), or
   ``options.column_ordinals: {name: ordinal}`` when the config lists a subset or another order. The
@@ -161,7 +165,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder
 from sqlcdc.formats._ct_exports import UNREADABLE, read_bronze
 from sqlcdc.formats._ct_names import OPERATION, SEQVAL, START_LSN, capture_instance_col, table_capture_instance
-from sqlcdc.formats._ct_values import _parsed, changed_from_mask
+from sqlcdc.formats._ct_values import _deduplicated, _parsed, changed_from_mask
 from sqlcdc.formats._masks import mask_has
 from sqlcdc.values import ColumnSpec
 
@@ -284,15 +288,19 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     at_position = Window.partitionBy("_start", "_seq").orderBy(F.col("_cmd").asc_nulls_first(), "_op", "record_id")
     whole_position = Window.partitionBy("_start", "_seq").rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     old_image = F.struct(F.col("_img").alias("img"), F.col("_mask").alias("mask"), F.col("record_id").alias("rid"))
+    no_old = F.max((F.col("_op") == OP_UPDATE_OLD).cast("int")).over(whole_position) == 0
     good = good.select(
         "*",
-        F.row_number().over(at_position).alias("_serial"),
+        # an operation 4 alone (row filter 'all') is still an update's second row: serial 2, as Debezium's
+        (F.row_number().over(at_position) + F.when((F.col("_op") == OP_UPDATE_NEW) & no_old, 1).otherwise(0)).alias("_serial"),
         F.max((F.col("_op") == OP_UPDATE_OLD).cast("int")).over(whole_position).alias("_has_old"),
         F.max((F.col("_op") == OP_UPDATE_NEW).cast("int")).over(whole_position).alias("_has_new"),
         F.first(F.when(F.col("_op") == OP_UPDATE_OLD, old_image), ignorenulls=True).over(whole_position).alias("_old"),
     )
+    # row filter 'all': an update is its operation 4 row alone (no before image), not a half missing
+    after_only = F.lit(row_filter(table) == "all")
     lone_old = good.where((F.col("_op") == OP_UPDATE_OLD) & (F.col("_has_new") == 0))
-    lone_new = good.where((F.col("_op") == OP_UPDATE_NEW) & (F.col("_has_old") == 0))
+    lone_new = good.where((F.col("_op") == OP_UPDATE_NEW) & (F.col("_has_old") == 0) & ~after_only)
     lone = _quarantine(
         lone_old,
         table,
@@ -311,12 +319,13 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
                 "(operation 3) conflict (quarantined)", F.col("_start"), F.col("_seq")),
             ).otherwise(F.format_string(
                 f"update after-image ({OPERATION} 4) at {START_LSN} 0x%s, {SEQVAL} 0x%s has no before-image "
-                "(operation 3) in the landed exports (exported with row filter 'all' instead of 'all update old'?)",
+                "(operation 3) in the landed exports (exported with row filter 'all'? then set options.row_filter: all)",
                 F.col("_start"), F.col("_seq"))),
         )
     )
 
-    changes = good.where(F.col("_op").isin(OP_DELETE, OP_INSERT) | ((F.col("_op") == OP_UPDATE_NEW) & (F.col("_has_old") == 1)))
+    changes = good.where(F.col("_op").isin(OP_DELETE, OP_INSERT)
+                         | ((F.col("_op") == OP_UPDATE_NEW) & ((F.col("_has_old") == 1) | after_only)))
     op = F.col("_op")
     is_update = op == OP_UPDATE_NEW
     mask = F.when(is_update, F.coalesce(F.col("_mask"), F.col("_old.mask"))).otherwise(F.col("_mask"))
@@ -343,7 +352,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         provided = F.when(
             is_update & (F.size(lob_missing) > 0), F.array_except(names, lob_missing)
         )
-    before = F.when(op == OP_DELETE, F.col("_img")).when(is_update, F.struct(*before_fields))
+    before = F.when(op == OP_DELETE, F.col("_img")).when(is_update & (F.col("_has_old") == 1), F.struct(*before_fields))
     after = F.when(op != OP_DELETE, F.col("_img"))
     image = F.col("_img")  # the before image for a delete, the after image otherwise
     canon_op = F.when(op == OP_DELETE, F.lit(model.DELETE)).when(op == OP_INSERT, F.lit(model.INSERT)).otherwise(F.lit(model.UPDATE))
@@ -391,35 +400,6 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     return Decoded(changes=out, quarantine=bad.unionByName(lone).unionByName(conflict_q))
 
 
-def _deduplicated(good: DataFrame) -> DataFrame:
-    """Readable rows + where each stands among the rows landed for its (start_lsn, seqval, operation):
-    ``_conflict`` (they differ: update mask, image or command id), ``_dup`` (1 = the copy kept:
-    lowest record id), ``_kept`` (that copy's record id), ``_copy`` (1 = first row of its record id),
-    ``_variants``/``_files`` (for the conflict's reason), and per (start_lsn, seqval)
-    ``_old_conflict``/``_new_conflict`` (the operation 3 / 4 rows there conflict)."""
-    at = Window.partitionBy("_start", "_seq", "_op")
-    position = Window.partitionBy("_start", "_seq")
-    # compared as JSON text: any column type compares, and a typed value has one spelling
-    content = F.to_json(F.struct(F.col("_mask").alias("m"), F.col("_img").alias("i")))
-    good = good.select("*", content.alias("_content"))
-    differ = ~F.min("_content").over(at).eqNullSafe(F.max("_content").over(at)) | ~F.min("_cmd").over(at).eqNullSafe(
-        F.max("_cmd").over(at))
-    good = good.select(
-        "*",
-        differ.alias("_conflict"),
-        F.row_number().over(at.orderBy("record_id")).alias("_dup"),
-        F.min("record_id").over(at).alias("_kept"),
-        F.row_number().over(Window.partitionBy("_start", "_seq", "_op", "record_id").orderBy("record_id")).alias("_copy"),
-        F.size(F.collect_set("_content").over(at)).alias("_variants"),
-        F.array_sort(F.collect_set("source_file").over(at)).alias("_files"),
-    )
-    return good.select(
-        "*",
-        F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == OP_UPDATE_OLD)).over(position), F.lit(False)).alias("_old_conflict"),
-        F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == OP_UPDATE_NEW)).over(position), F.lit(False)).alias("_new_conflict"),
-    )
-
-
 def duplicates(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> DataFrame:
     """``record_id, kept_record_id`` of the bronze rows of ``table`` that are another copy of a
     change-table row already taken (the same row in two overlapping exports: at-least-once
@@ -429,6 +409,12 @@ def duplicates(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec])
     return checked.where(~F.col("_conflict") & (F.col("record_id") != F.col("_kept"))).select(
         "record_id", F.col("_kept").alias("kept_record_id")
     )
+
+
+def row_filter(table: TableConfig) -> str:
+    """The ``@row_filter_option`` the exports were made with (option ``row_filter``, table or source):
+    ``all update old`` (the default; the change table itself has both images) or ``all``."""
+    return str(table.options.get("row_filter", table.source.options.get("row_filter", "all update old")))
 
 
 def _opt(table: TableConfig, name: str) -> Column:
@@ -480,6 +466,9 @@ class ChangeTables(Decoder):
         "csv_delimiter": {"type": "string", "description": "CSV field delimiter (default ',')"},
         "csv_null_value": {"type": "string", "description": "CSV text that means NULL (default: empty)"},
         "binary_text": {"enum": ["hex", "base64"], "description": "how binary values without 0x are written"},
+        "row_filter": {"enum": ["all update old", "all"],
+                       "description": "the row filter of fn_cdc_get_all_changes the exports were made with (default "
+                                      "'all update old'; 'all': an update is its operation 4 row alone)"},
         "server": {"type": "string", "description": "the source server, for lineage"},
         "database": {"type": "string", "description": "the source database, for lineage"},
     }
