@@ -86,14 +86,16 @@ def local_spark(
     return builder.getOrCreate()
 
 
-def write_spark_defaults(conf_dir: Path, conf: Mapping[str, str]) -> Path:
-    """Write ``spark-defaults.conf`` into ``conf_dir`` (used as SPARK_CONF_DIR for SDP runs)."""
+def write_spark_defaults(conf_dir: Path, conf: Mapping[str, str], *, flow_progress: bool = False) -> Path:
+    """Write ``spark-defaults.conf`` into ``conf_dir`` (used as SPARK_CONF_DIR for SDP runs).
+    ``flow_progress``: also log Spark's per-batch streaming progress (the rows each flow read, which
+    ``sqlcdc run`` shows); only for the pipeline's own log, never for a console session."""
     conf_dir.mkdir(parents=True, exist_ok=True)
     path = conf_dir / "spark-defaults.conf"
     lines = [f"{k} {v}" for k, v in conf.items()]
     path.write_text("# written by sqlcdc.runtime for `spark-pipelines run`\n" + "\n".join(lines) + "\n")
     # Spark's own log4j defaults print every INFO line; keep the run's console readable.
-    (conf_dir / "log4j2.properties").write_text(_LOG4J)
+    (conf_dir / "log4j2.properties").write_text(_LOG4J + (_FLOW_PROGRESS if flow_progress else ""))
     return path
 
 
@@ -113,7 +115,10 @@ logger.datanucleus.name = DataNucleus
 logger.datanucleus.level = error
 logger.connect.name = org.apache.spark.sql.connect
 logger.connect.level = error
+"""
+
 # Spark's per-batch progress of each streaming flow (rows read): `sqlcdc run`'s flow lines use it
+_FLOW_PROGRESS = """\
 logger.progress.name = org.apache.spark.sql.execution.streaming.runtime.ProgressReporter
 logger.progress.level = info
 """

@@ -110,7 +110,9 @@ def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]
     state = warehouse / "_sqlcdc"
     state.mkdir(parents=True, exist_ok=True)
     conf = {**runtime.DELTA_CONF, **runtime.SMALL_MACHINE_CONF, **runtime.warehouse_conf(warehouse)}
-    runtime.write_spark_defaults(state / "conf", conf)
+    runtime.write_spark_defaults(state / "conf", conf)  # sqlcdc's own sessions (gold, dashboard): quiet
+    # spark-pipelines: the same settings, and the streaming progress its flow lines read from the log
+    runtime.write_spark_defaults(state / "conf-pipeline", conf, flow_progress=True)
     rel = os.path.relpath(PIPELINES_DIR, state)
     spec = {
         "name": cfg.name,
@@ -129,7 +131,7 @@ def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]
     bin_dir = str(Path(sys.executable).parent)
     env = {
         **os.environ,
-        "SPARK_CONF_DIR": str(state / "conf"),
+        "SPARK_CONF_DIR": str(state / "conf-pipeline"),
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
