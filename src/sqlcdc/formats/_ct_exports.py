@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlcdc.config import ConfigError, SourceConfig
-from sqlcdc.formats._ct_names import META_COLUMNS, OPERATION, SEQVAL, START_LSN, capture_instance_of
+from sqlcdc.formats._ct_names import META_COLUMNS, OPERATION, START_LSN, capture_instance_of
 from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, landed_files_reader, local_path, record_id
 
 __all__ = [
@@ -146,8 +146,9 @@ RAW_TEXT = "__sqlcdc_raw"
 #: missing from it is missing from the file (a Parquet row says so with :data:`BINARY_HINT`); in
 #: JSON lines a missing column is NULL (``FOR JSON`` leaves NULLs out).
 WHOLE_ROW_HINT = "__sqlcdc_format"
-#: The metadata columns a file must have for its rows to be read.
-REQUIRED_COLUMNS = (START_LSN, SEQVAL, OPERATION)
+#: The metadata columns a file must have for its rows to be read (``__$seqval`` is checked per row:
+#: exports of ``fn_cdc_get_net_changes`` have none).
+REQUIRED_COLUMNS = (START_LSN, OPERATION)
 _GLOB_CHARS = re.compile(r"([\[\]{}*?\\])")
 
 

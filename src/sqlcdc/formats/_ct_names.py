@@ -21,11 +21,14 @@ __all__ = [
     "END_LSN",
     "META_COLUMNS",
     "OPERATION",
+    "ROW_FILTERS",
     "SEQVAL",
     "START_LSN",
     "UPDATE_MASK",
     "capture_instance_col",
     "capture_instance_of",
+    "changes_function",
+    "row_filter",
     "table_capture_instance",
 ]
 
@@ -76,3 +79,21 @@ def capture_instance_col(path: Column) -> Column:
 def table_capture_instance(table: TableConfig) -> str:
     """``options.capture_instance``, default ``<schema>_<table>``."""
     return str(table.options.get("capture_instance") or f"{table.schema}_{table.table}")
+
+
+def row_filter(table: TableConfig) -> str:
+    """The ``@row_filter_option`` the exports were made with (option ``row_filter``, table or source):
+    ``all update old`` (the default of all changes; the change table itself has both images),
+    ``all``, or net changes' ``all with mask`` / ``all with merge``."""
+    default = "all" if changes_function(table) == "net_changes" else "all update old"
+    return str(table.options.get("row_filter", table.source.options.get("row_filter", default)))
+
+
+def changes_function(table: TableConfig) -> str:
+    """What the exports are (option ``function``, table or source): ``all_changes`` (the change table
+    or ``fn_cdc_get_all_changes_<ci>``, the default) or ``net_changes`` (``fn_cdc_get_net_changes_<ci>``)."""
+    return str(table.options.get("function", table.source.options.get("function", "all_changes")))
+
+
+#: The row filters each query function takes (SQL Server refuses the others).
+ROW_FILTERS = {"all_changes": ("all update old", "all"), "net_changes": ("all", "all with mask", "all with merge")}

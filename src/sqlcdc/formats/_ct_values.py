@@ -99,8 +99,10 @@ def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column) -> Col
     return F.create_map(*entries)
 
 
-def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> DataFrame:
-    """Bronze rows of ``table`` + parsed metadata, typed image, and ``_reasons`` (empty = good)."""
+def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *, net: bool = False) -> DataFrame:
+    """Bronze rows of ``table`` + parsed metadata, typed image, and ``_reasons`` (empty = good).
+
+    ``net``: rows of ``fn_cdc_get_net_changes`` (no ``__$seqval``; operations 1, 2, 4, 5)."""
     ci = table_capture_instance(table)
     option_b64 = str(table.source.options.get("binary_text", "hex")).lower() == "base64"
     rows = bronze.where(F.lower(capture_instance_col(F.col("source_file"))) == ci.lower())
@@ -129,6 +131,9 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
         value_errors.alias("_value_errors"),
     )
     keys = list(table.keys)
+    ops = (1, 2, 4, 5) if net else (1, 2, 3, 4)
+    bad_op = (f"{OPERATION} %s is not 1, 2, 4 or 5 (a net-changes export)" if net
+              else f"{OPERATION} %s is not 1, 2, 3 or 4")
     reasons = F.filter(
         F.concat(
             F.array(
@@ -138,11 +143,12 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) ->
                 F.when(m.isNotNull() & m[START_LSN].isNull(), F.lit(f"missing {START_LSN}")),
                 F.when(m[START_LSN].isNotNull() & F.col("_start").isNull(),
                        F.format_string(f"{START_LSN} %s is not an LSN ({_LSN_SHAPES})", F.substring(m[START_LSN], 1, 60))),
-                F.when(m.isNotNull() & m[SEQVAL].isNull(), F.lit(f"missing {SEQVAL}")),
-                F.when(m[SEQVAL].isNotNull() & F.col("_seq").isNull(),
+                F.when(F.lit(not net) & m.isNotNull() & m[SEQVAL].isNull(), F.lit(
+                    f"missing {SEQVAL} (an export of fn_cdc_get_net_changes? then set options.function: net_changes)")),
+                F.when(F.lit(not net) & m[SEQVAL].isNotNull() & F.col("_seq").isNull(),
                        F.format_string(f"{SEQVAL} %s is not an LSN ({_LSN_SHAPES})", F.substring(m[SEQVAL], 1, 60))),
-                F.when(m.isNotNull() & ~F.coalesce(F.col("_op").isin(1, 2, 3, 4), F.lit(False)),
-                       F.format_string(f"{OPERATION} %s is not 1, 2, 3 or 4", F.coalesce(m[OPERATION], F.lit("NULL")))),
+                F.when(m.isNotNull() & ~F.coalesce(F.col("_op").isin(*ops), F.lit(False)),
+                       F.format_string(bad_op, F.coalesce(m[OPERATION], F.lit("NULL")))),
                 F.when(m[COMMAND_ID].isNotNull() & F.col("_cmd").isNull(),
                        F.format_string(f"{COMMAND_ID} %s is not an integer", m[COMMAND_ID])),
                 F.when(mask_raw.isNotNull() & mask.isNull(),

@@ -92,6 +92,10 @@ Decoding
   no operation 3: an update is its operation 4 row alone, an UPDATE without a before image. Without
   the old image a primary-key change that SQL Server logged as one 3+4 pair cannot be seen: the old
   key stays in gold (export with ``all update old`` where keys change).
+- Exports of ``fn_cdc_get_net_changes_<ci>`` (option ``function: net_changes``; row filter ``all``,
+  ``all with mask`` or ``all with merge``): one row per source row and window, its final state at the
+  commit LSN of its last change; no ``__$seqval``; 2 -> INSERT, 4 and 5 -> UPDATE without a before
+  image, 1 -> DELETE. Identity ``(__$start_lsn, key)``: see :mod:`sqlcdc.formats._ct_net`.
 - ``changed_columns``: the ``__$update_mask`` bits of the captured-column ordinals. Ordinals are
   the positions in the table config's ``columns:`` (the change table's column order), or
   ``options.column_ordinals: {name: ordinal}`` when the config lists a subset or another order. The
@@ -162,9 +166,10 @@ from pyspark.sql import functions as F
 
 from sqlcdc import dlt_meta, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
-from sqlcdc.formats import Decoded, Decoder
+from sqlcdc.formats import Decoded, Decoder, _ct_net
 from sqlcdc.formats._ct_exports import UNREADABLE, read_bronze
-from sqlcdc.formats._ct_names import OPERATION, SEQVAL, START_LSN, capture_instance_col, table_capture_instance
+from sqlcdc.formats._ct_names import (OPERATION, ROW_FILTERS, SEQVAL, START_LSN, capture_instance_col, changes_function,
+                                      row_filter, table_capture_instance)
 from sqlcdc.formats._ct_values import _deduplicated, _parsed, changed_from_mask
 from sqlcdc.formats._masks import mask_has
 from sqlcdc.values import ColumnSpec
@@ -222,6 +227,10 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
         if s.ordinal in seen:
             problems.append(f"{where}: options.column_ordinals: ordinal {s.ordinal} given to both {seen[s.ordinal]!r} and {s.name!r}")
         seen[s.ordinal] = s.name
+    function = changes_function(table)
+    if row_filter(table) not in ROW_FILTERS.get(function, ()):
+        problems.append(f"{where}: options.row_filter: {row_filter(table)!r} is not a row filter of {function} "
+                        f"({', '.join(repr(f) for f in ROW_FILTERS.get(function, ()))})")
     if problems:
         raise ConfigError(problems)
     return specs
@@ -262,6 +271,8 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         decoded = decode(bronze, table, columns_for(table, table.source))
         decoded.changes.select("op", "key", "changed_columns", "sequence").show()
     """
+    if changes_function(table) == "net_changes":
+        return _ct_net.decode(_parsed(bronze, table, columns, net=True), table, columns, _quarantine, NAME, _opt)
     keys = list(table.keys)
     ci = table_capture_instance(table)
     parsed = _parsed(bronze, table, columns)
@@ -405,16 +416,12 @@ def duplicates(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec])
     change-table row already taken (the same row in two overlapping exports: at-least-once
     delivery). They are in neither silver nor quarantine; the run's balance counts them as
     ``duplicate`` (:mod:`sqlcdc.summary`). Copies of a row in conflict are quarantined, not here."""
+    if changes_function(table) == "net_changes":
+        return _ct_net.duplicates(_parsed(bronze, table, columns, net=True), table)
     checked = _deduplicated(_parsed(bronze, table, columns).where(F.size("_reasons") == 0))
     return checked.where(~F.col("_conflict") & (F.col("record_id") != F.col("_kept"))).select(
         "record_id", F.col("_kept").alias("kept_record_id")
     )
-
-
-def row_filter(table: TableConfig) -> str:
-    """The ``@row_filter_option`` the exports were made with (option ``row_filter``, table or source):
-    ``all update old`` (the default; the change table itself has both images) or ``all``."""
-    return str(table.options.get("row_filter", table.source.options.get("row_filter", "all update old")))
 
 
 def _opt(table: TableConfig, name: str) -> Column:
@@ -466,9 +473,13 @@ class ChangeTables(Decoder):
         "csv_delimiter": {"type": "string", "description": "CSV field delimiter (default ',')"},
         "csv_null_value": {"type": "string", "description": "CSV text that means NULL (default: empty)"},
         "binary_text": {"enum": ["hex", "base64"], "description": "how binary values without 0x are written"},
-        "row_filter": {"enum": ["all update old", "all"],
-                       "description": "the row filter of fn_cdc_get_all_changes the exports were made with (default "
-                                      "'all update old'; 'all': an update is its operation 4 row alone)"},
+        "function": {"enum": ["all_changes", "net_changes"],
+                     "description": "what the exports are: the change table or fn_cdc_get_all_changes (all_changes, the "
+                                    "default), or fn_cdc_get_net_changes (net_changes: a row's final state per window)"},
+        "row_filter": {"enum": ["all update old", "all", "all with mask", "all with merge"],
+                       "description": "the row filter the exports were made with (all changes: default 'all update old'; "
+                                      "'all': an update is its operation 4 row alone; net changes: 'all', 'all with "
+                                      "mask' or 'all with merge')"},
         "server": {"type": "string", "description": "the source server, for lineage"},
         "database": {"type": "string", "description": "the source database, for lineage"},
     }
