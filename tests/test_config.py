@@ -126,7 +126,7 @@ def test_pipeline_and_table_problems_are_reported_together(tmp_path):
         "tables/a.yml": "table: dbo.a\nkeys: [id]\nscd_types: 2\n",
     })
     assert _problems(path) == [
-        f"{path}:4: sources.inventory.format: 'debzium' is not one of 'cdc_ct', 'ces', 'debezium', 'qlik'",
+        f"{path}:4: sources.inventory.format: 'debzium' is not one of 'cdc_ct', 'ces', 'debezium', 'debezium_flat', 'qlik'",
         f"{tmp_path / 'tables' / 'a.yml'}:3: scd_types: expected a list, got a number (2)",
     ]
 

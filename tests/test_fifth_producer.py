@@ -154,12 +154,12 @@ EVENTS = [
 
 
 def test_the_registry_finds_an_installed_producer(toy):
-    assert formats.available() == ["cdc_ct", "ces", "debezium", "qlik", "toy"]
+    assert formats.available() == ["cdc_ct", "ces", "debezium", "debezium_flat", "qlik", "toy"]
     assert toy.label == "SQL Server (toy)" and formats.get("toy") is toy
 
 
 def test_config_of_an_unknown_producer_names_the_installed_ones(tmp_path, toy):
-    with pytest.raises(ConfigError, match=r"sources.shop.format: 'tay' is not one of 'cdc_ct', 'ces', 'debezium', 'qlik', 'toy'$"):
+    with pytest.raises(ConfigError, match=r"sources.shop.format: 'tay' is not one of 'cdc_ct', 'ces', 'debezium', 'debezium_flat', 'qlik', 'toy'$"):
         load_pipeline(_project(tmp_path, EVENTS, fmt="tay"))
 
 

@@ -26,10 +26,10 @@ def test_the_config_schemas_format_enum_is_the_registry():
                 yield from enums(v)
 
     [enum] = list(enums(schema))
-    assert sorted(enum) == formats.available() == ["cdc_ct", "ces", "debezium", "qlik"]
+    assert sorted(enum) == formats.available() == ["cdc_ct", "ces", "debezium", "debezium_flat", "qlik"]
 
 
-@pytest.mark.parametrize("name", ["cdc_ct", "ces", "debezium", "qlik"])
+@pytest.mark.parametrize("name", ["cdc_ct", "ces", "debezium", "debezium_flat", "qlik"])
 def test_each_format_is_a_decoder_with_its_name_and_label(name):
     decoder = formats.get(name)
     assert isinstance(decoder, Decoder) and decoder.name == name
@@ -45,6 +45,7 @@ def test_what_each_producer_declares():
     }
     assert got == {
         "debezium": (True, True, "debezium-envelope.schema.json", True, False),
+        "debezium_flat": (True, True, None, True, False),
         "ces": (False, True, None, False, False),
         "qlik": (False, True, None, False, False),
         "cdc_ct": (False, False, None, True, True),
@@ -52,7 +53,7 @@ def test_what_each_producer_declares():
 
 
 def test_an_unknown_format_names_the_choices():
-    with pytest.raises(UnknownFormat, match=r"'oracle'; available: cdc_ct, ces, debezium, qlik"):
+    with pytest.raises(UnknownFormat, match=r"'oracle'; available: cdc_ct, ces, debezium, debezium_flat, qlik"):
         formats.get("oracle")
 
 

@@ -13,7 +13,7 @@ True
 >>> formats.get("oracle")
 Traceback (most recent call last):
 ...
-sqlcdc.formats.UnknownFormat: unknown producer format 'oracle'; available: cdc_ct, ces, debezium, qlik
+sqlcdc.formats.UnknownFormat: unknown producer format 'oracle'; available: cdc_ct, ces, debezium, debezium_flat, qlik
 
 Adding a fifth producer = one module here (a :class:`Decoder` subclass and ``DECODER``), one JSON
 Schema in ``schemas/``, one test file. Or, without touching sqlcdc, a module of another installed

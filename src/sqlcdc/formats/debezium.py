@@ -206,8 +206,13 @@ def _matches(table: TableConfig) -> Column:
 
 def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
     """Quarantine rows for records that no table takes: bad envelopes and tables not onboarded."""
+    return unrouted_parsed(_parsed(bronze), source, tables)
+
+
+def unrouted_parsed(parsed: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
+    """:func:`unrouted` of rows with ``_payload`` and ``_envelope_error`` (as :func:`_parsed` gives)."""
     tables = list(tables)
-    parsed = _parsed(bronze).where(~is_skipped())
+    parsed = parsed.where(~is_skipped())
     taken = F.lit(False)
     for t in tables:
         taken = taken | _matches(t)
@@ -220,7 +225,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
         ),
     )
     bad = parsed.where(F.col("_envelope_error").isNotNull() | ~F.coalesce(taken, F.lit(False)))
-    return bad.select(*model.quarantine_row(source_name=source.name, source_format=NAME, reason=reason))
+    return bad.select(*model.quarantine_row(source_name=source.name, source_format=source.format, reason=reason))
 
 
 # --- decoding ------------------------------------------------------------------------------------
@@ -256,8 +261,15 @@ def _epoch_millis(ms: Column) -> Column:
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
     """Bronze rows of ``table`` -> canonical changes; rows whose values or keys don't read -> quarantine."""
+    return decode_parsed(_parsed(bronze), table, columns)
+
+
+def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
+    """:func:`decode` of rows with ``_payload`` and ``_envelope_error`` (as :func:`_parsed` gives;
+    :mod:`sqlcdc.formats.debezium_flat` builds the same from flattened records)."""
     keys = list(table.keys)
-    parsed = _parsed(bronze).where(~is_skipped() & F.col("_envelope_error").isNull() & _matches(table))
+    name = table.source.format
+    parsed = parsed.where(~is_skipped() & F.col("_envelope_error").isNull() & _matches(table))
     p, src = F.col("_payload"), F.col("_payload.source")
     op = F.element_at(F.create_map(*[x for k, v in OPS.items() for x in (F.lit(k), F.lit(v))]), p["op"])
     before, before_errors = typed_struct(p["before"], columns)
@@ -307,7 +319,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     changes = good.select(
         *model.change_row(
             change_id=change_id,
-            source_format=NAME,
+            source_format=name,
             table_name=table.name,
             op=op,
             key=F.col("_key"),
@@ -329,7 +341,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     quarantine = bad.select(
         *model.quarantine_row(
             source_name=table.source.name,
-            source_format=NAME,
+            source_format=name,
             table_name=table.name,
             reason=F.array_join(F.col("_reasons"), "; "),
             rules=F.array(F.lit("decode")),
