@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 
 from sqlcdc import run_log
 from sqlcdc.cli.progress import RunProgress
@@ -106,3 +107,30 @@ def test_the_run_log_keeps_each_runs_start_exit_and_balances(tmp_path):
     assert run_log.starts(run_log.path(wh)) == [first, second]
     assert all(t.tzinfo == dt.timezone.utc for t in run_log.starts(run_log.path(wh)))
     assert run_log.starts(tmp_path / "none.jsonl") == []
+
+
+def test_a_failed_run_shows_each_config_problem_not_just_the_count(tmp_path, capsys):
+    """spark-pipelines prints a ConfigError as a header line and one `  - ` line per problem: the
+    failure summary carries the problems (file, field and what to do), not only their count."""
+    from sqlcdc.cli.run import _run
+
+    script = tmp_path / "fail.py"
+    script.write_text(
+        "import sys\n"
+        "print('Traceback (most recent call last):')\n"
+        "print('  File \"x.py\", line 1')\n"
+        "print('sqlcdc.config.ConfigError: 2 config problem(s):')\n"
+        "print('  - tables/customers.yml:1: columns: add `columns:` to the table config')\n"
+        "print('  - tables/orders.yml:3: keys: required')\n"
+        "print('  at org.apache.spark.Something')\n"
+        "sys.exit(1)\n")
+    (tmp_path / "state").mkdir()
+    spec = tmp_path / "state" / "spark-pipeline.yml"
+    spec.write_text("")
+    code = _run([sys.executable, str(script)], None, spec, tmp_path / "log.txt", False, quiet=True)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert ("  sqlcdc.config.ConfigError: 2 config problem(s):\n"
+            "    - tables/customers.yml:1: columns: add `columns:` to the table config\n"
+            "    - tables/orders.yml:3: keys: required\n") in err
+    assert "org.apache.spark.Something" not in err

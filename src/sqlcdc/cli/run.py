@@ -223,6 +223,7 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
         print(f"sqlcdc run: starting Spark ({'full refresh' if full_refresh else 'incremental'}); "
               f"full log: {log_path}", flush=True)
     errors: list[str] = []
+    listing = False
     started = time.time()
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, env=env, cwd=spec_path.parent, stdout=subprocess.PIPE,
@@ -237,12 +238,17 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
             if (not PROGRESS_LINE.match(line) and re.search(r"(Exception|Error)\b.*:", line)
                     and not line.startswith((" ", "\t"))):
                 errors.append(line.rstrip())
+                listing = line.rstrip().endswith("problem(s):")  # a ConfigError: its problems follow
+            elif errors and listing and line.startswith("  - "):
+                errors[-1] += "\n  " + line.rstrip()
+            else:
+                listing = False
         code = proc.wait()
     if code != 0 and marker is not None and reshape.recorded(marker):
         return code  # not a failure: the caller rebuilds the reshaped views and runs again
     if code != 0:
         print(f"sqlcdc run: the pipeline failed (exit {code}). Last errors:", file=sys.stderr)
         for line in errors[-5:]:
-            print("  " + line[:2000], file=sys.stderr)
+            print("  " + line[:4000], file=sys.stderr)
         print(f"Full log: {log_path}", file=sys.stderr)
     return code
