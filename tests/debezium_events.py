@@ -107,3 +107,29 @@ def sample_files() -> dict[str, list[str]]:
                    commit_lsn=lsn(0x28, 0x200, 4), change_lsn=lsn(0x28, 0x200, 2), serial=2, ts_ms=t + 61000)),
     ]
     return {"000-snapshot.json": snap, "001-changes.json": changes, "002-changes.json": more}
+
+
+#: The ``add.fields`` sqlcdc documents for debezium_flat (the LSNs order the records).
+FLAT_ADD_FIELDS = "op,table,schema,commit_lsn,change_lsn,event_serial_no,source.ts_ms"
+
+
+def flatten(value: str, *, add_fields: str = FLAT_ADD_FIELDS, prefix: str = "__", with_schema: bool = False) -> str:
+    """One Debezium event value (a landed line) as ExtractNewRecordState with rewrite emits it."""
+    if value in ("", "null"):
+        return value  # tombstones pass (drop.tombstones=false)
+    doc = json.loads(value)
+    payload = doc.get("payload", doc)
+    op = payload["op"]
+    row = dict(payload["before"] if op == "d" else payload["after"])
+    for f in filter(None, add_fields.split(",")):
+        if f.startswith("source."):
+            row[prefix + "source_" + f[7:]] = payload["source"][f[7:]]
+        elif f in payload and f != "source":
+            row[prefix + f] = payload[f]
+        else:
+            row[prefix + f] = payload["source"][f]
+    row[prefix + "deleted"] = "true" if op == "d" else "false"
+    if not with_schema:
+        return json.dumps(row)
+    fields = [{"field": k, "type": "int32" if k == "id" else "string", "optional": k != "id"} for k in row]
+    return json.dumps({"schema": {"type": "struct", "fields": fields, "name": "server1.dbo.customers.Value"}, "payload": row})

@@ -4,7 +4,7 @@
 One history per producer (seeded): inserts, updates (some to the same values, some changing the
 primary key), deletes and re-inserts of a few keys, in transactions of one to three changes. Each
 producer renders it its own way -- Debezium events (a key change as one update or as a delete and
-a create; a tombstone after some deletes), change-table rows (an update is two rows, 3 and 4, that
+a create; a tombstone after some deletes), the same flattened by ExtractNewRecordState, change-table rows (an update is two rows, 3 and 4, that
 may land in different files and runs; a key change a 3/4 pair or a delete and an insert), CES
 CloudEvents (some cut into segments that land apart; updates with or without their old image, a key
 change as a delete and an insert), Qlik data messages bare or wrapped (``atMSG``, routed by
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import json
 import random
 import shutil
@@ -37,6 +38,7 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 import reference_model as ref  # noqa: E402
+from debezium_events import flatten  # noqa: E402
 from test_ces import event as ces_event, split as ces_split  # noqa: E402
 
 SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
@@ -141,6 +143,14 @@ def debezium(c: Change) -> list[str]:
     return [event, "null"] if c.op == "DELETE" and c.form < 0.5 else [event]
 
 
+def debezium_flat(c: Change) -> list[str]:
+    """The Debezium events flattened by ExtractNewRecordState (rewrite, the documented add.fields), a
+    share with the Connect schema. A key change is Debezium's delete + tombstone + create: the
+    flattened update would lose its old key."""
+    lines = debezium(dataclasses.replace(c, form=0.0) if c.old_key is not None else c)
+    return [flatten(x, with_schema=c.form > 0.7) for x in lines]
+
+
 def cdc_ct(c: Change) -> list[str]:
     def row(op: int, image: dict, key: int, sub: int = 0) -> str:
         return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
@@ -215,6 +225,8 @@ def records(producer: str, changes: list[Change], rng: random.Random) -> list[st
     for c in changes:
         if producer == "debezium":
             out += debezium(c)
+        elif producer == "debezium_flat":
+            out += debezium_flat(c)
         elif producer == "cdc_ct":
             out += cdc_ct(c)
         elif producer == "ces":
@@ -228,6 +240,7 @@ def records(producer: str, changes: list[Change], rng: random.Random) -> list[st
 
 SOURCES = {  # producer -> (source, table, file name pattern: run, file)
     "debezium": ("h_dbz", "h_dbz_hist", "events-{r}-{f}.json"),
+    "debezium_flat": ("h_flat", "h_flat_hist", "events-{r}-{f}.json"),
     "cdc_ct": ("h_ct", "h_ct_hist", "cdc.dbo_hist_CT_{r}_{f}.jsonl"),
     "ces": ("h_ces", "h_ces_hist", "part-{r}-{f}.json"),
     "qlik": ("h_qlik", "h_qlik_hist", "part-{r}-{f}.jsonl"),
@@ -257,7 +270,7 @@ def write_config(base: Path) -> Path:
         opts = "    options: {serialization: json}\n" if producer == "ces" else ""
         sources += f"  {source}:\n    format: {producer}\n    landing: {landing}\n{opts}"
         body = f"name: {table}\nsource: {source}\ntable: dbo.hist\n"
-        if producer in ("debezium", "cdc_ct"):
+        if producer in ("debezium", "debezium_flat", "cdc_ct"):
             body += ("keys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: name, type: string}\n"
                      "  - {name: qty, type: int}\n  - {name: price, type: 'decimal(10,2)'}\n")
         elif producer == "ces":

@@ -1,8 +1,8 @@
 """Debezium events flattened by ExtractNewRecordState (format debezium_flat) give the gold of the full
 envelope.
 
-`flatten` below is the SMT as Debezium's "New Record State Extraction" documentation describes it,
-written here independently of the decoder: the record becomes the ``after`` row (a delete, with
+`debezium_events.flatten` is the SMT as Debezium's "New Record State Extraction" documentation describes it,
+written there independently of the decoder: the record becomes the ``after`` row (a delete, with
 ``delete.handling.mode=rewrite``, the ``before`` row), ``__deleted`` is "true" for a rewritten delete
 and "false" otherwise, and each ``add.fields`` entry is copied in as ``<prefix><field>`` (a
 ``source.`` field as ``<prefix>source_<field>``). The history and its expected gold are the
@@ -16,37 +16,14 @@ import random
 
 import pytest
 
-from debezium_events import customer, event, line, lsn
+from debezium_events import FLAT_ADD_FIELDS as FULL, customer, event, flatten, line, lsn
 from sqlcdc import model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import base, debezium_flat, get
 from sqlcdc.gold import ApplyChangesSpec, recompute
 from test_debezium_gold import COLS, EXPECTED_SCD1, EXPECTED_SCD2, HISTORY, NAMES
 
-FULL = "op,table,schema,commit_lsn,change_lsn,event_serial_no,source.ts_ms"
 TOPIC = "server1.dbo.customers"
-
-
-def flatten(value: str, *, add_fields: str = FULL, prefix: str = "__", with_schema: bool = False) -> str:
-    """One Debezium event value (a landed line) as ExtractNewRecordState with rewrite emits it."""
-    if value in ("", "null"):
-        return value  # tombstones pass (drop.tombstones=false)
-    doc = json.loads(value)
-    payload = doc.get("payload", doc)
-    op = payload["op"]
-    row = dict(payload["before"] if op == "d" else payload["after"])
-    for f in filter(None, add_fields.split(",")):
-        if f.startswith("source."):
-            row[prefix + "source_" + f[7:]] = payload["source"][f[7:]]
-        elif f in payload and f != "source":
-            row[prefix + f] = payload[f]
-        else:
-            row[prefix + f] = payload["source"][f]
-    row[prefix + "deleted"] = "true" if op == "d" else "false"
-    if not with_schema:
-        return json.dumps(row)
-    fields = [{"field": k, "type": "int32" if k == "id" else "string", "optional": k != "id"} for k in row]
-    return json.dumps({"schema": {"type": "struct", "fields": fields, "name": f"{TOPIC}.Value"}, "payload": row})
 
 
 def make(prefix: str = "__") -> tuple[SourceConfig, TableConfig]:
