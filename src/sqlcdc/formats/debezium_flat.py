@@ -38,8 +38,8 @@ Example source::
     sources:
       inventory:
         format: debezium_flat
-        landing: landing/inventory            # a folder per topic, or kafka: {topics: [...]}
-        options: {add_fields_prefix: "__"}   # the SMT's add.fields.prefix (default __)
+        landing: landing/server1.dbo.customers  # one topic's files (its name routes them without __table)
+        options: {add_fields_prefix: "__"}     # the SMT's add.fields.prefix (default __)
 """
 
 from __future__ import annotations
