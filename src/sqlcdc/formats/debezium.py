@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -380,8 +380,11 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     return found
 
 
-def discover_schema(landing: str, table: TableConfig, max_lines_per_file: int = 1000) -> list[ColumnSpec] | None:
-    """Scan landed files (plain local folders) for a schema-bearing envelope of ``table``."""
+def discover_schema(landing: str, table: TableConfig, max_lines_per_file: int = 1000,
+                    read_line: Callable[[str, Path], list[ColumnSpec] | None] | None = None) -> list[ColumnSpec] | None:
+    """Scan landed files (plain local folders) for a schema-bearing envelope of ``table``;
+    ``read_line(line, file)`` reads one line (default: a full envelope's ``before``/``after`` schema)."""
+    read_line = read_line or (lambda line, _: _schema_in_line(line, table))
     root = Path(landing)
     if not root.is_dir():
         return None
@@ -391,7 +394,7 @@ def discover_schema(landing: str, table: TableConfig, max_lines_per_file: int = 
                 for i, line in enumerate(fh):
                     if i >= max_lines_per_file:
                         break
-                    specs = _schema_in_line(line, table)
+                    specs = read_line(line, path)
                     if specs:
                         return specs
         except OSError:

@@ -45,7 +45,6 @@ Example source::
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -140,31 +139,15 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     a folder named after its topic)."""
     if table.columns:
         return [dbz.spec_from_config(c) for c in table.columns]
-    found = _discover(source, table) if source.landing else None
+    p = prefix_of(source)
+    found = dbz.discover_schema(source.landing, table, read_line=lambda line, path: _schema_in_line(
+        line, table, p, path.parent.name)) if source.landing else None
     if found is None:
         raise ConfigError([
             f"{table.file}:1: columns: table {table.qualified} has no `columns:` and no flattened record with a schema "
             f"and {prefix_of(source)}table (or a topic folder) naming it was found under {source.landing}; add `columns:` (name and type "
             "per column) to the table config"])
     return found
-
-
-def _discover(source: SourceConfig, table: TableConfig, max_lines_per_file: int = 1000) -> list[ColumnSpec] | None:
-    root, p = Path(source.landing), prefix_of(source)
-    if not root.is_dir():
-        return None
-    for path in sorted(x for x in root.rglob("*") if x.is_file() and not x.name.startswith((".", "_"))):
-        try:
-            with path.open(encoding="utf-8", errors="replace") as fh:
-                for i, line in enumerate(fh):
-                    if i >= max_lines_per_file:
-                        break
-                    specs = _schema_in_line(line, table, p, path.parent.name)
-                    if specs:
-                        return specs
-        except OSError:
-            continue
-    return None
 
 
 def _schema_in_line(line: str, table: TableConfig, p: str, folder: str = "") -> list[ColumnSpec] | None:
