@@ -14,12 +14,14 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from sqlcdc.config import TableConfig
+from sqlcdc.formats.base import landed_folder
 
 __all__ = [
     "COMMAND_ID",
     "COMMIT_TIME_COLUMN",
     "END_LSN",
     "META_COLUMNS",
+    "NAME",
     "OPERATION",
     "ROW_FILTERS",
     "SEQVAL",
@@ -32,6 +34,7 @@ __all__ = [
     "table_capture_instance",
 ]
 
+NAME = "cdc_ct"  # the format
 START_LSN, END_LSN, SEQVAL = "__$start_lsn", "__$end_lsn", "__$seqval"
 OPERATION, UPDATE_MASK, COMMAND_ID = "__$operation", "__$update_mask", "__$command_id"
 META_COLUMNS = (START_LSN, END_LSN, SEQVAL, OPERATION, UPDATE_MASK, COMMAND_ID)
@@ -69,7 +72,7 @@ def capture_instance_of(path: str) -> str:
 def capture_instance_col(path: Column) -> Column:
     """Spark version of :func:`capture_instance_of`."""
     name = F.url_decode(F.regexp_extract(path, r"([^/]+)/*$", 1))
-    folder = F.url_decode(F.regexp_extract(path, r"([^/]+)/[^/]+/*$", 1))
+    folder = landed_folder(path)
     from_name = F.regexp_extract(name, _CI_FROM_NAME, 1)
     folder_ct = F.regexp_extract(folder, _CI_FROM_NAME, 1)
     from_folder = F.regexp_extract(folder, _CI_FROM_FOLDER, 1)

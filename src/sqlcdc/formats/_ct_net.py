@@ -1,6 +1,6 @@
 """Exports of ``cdc.fn_cdc_get_net_changes_<ci>`` -> canonical changes (option ``function: net_changes``).
 
-Private to :mod:`sqlcdc.formats.cdc_ct`; its docstring, "Net changes", says what lands and why.
+Private to :mod:`sqlcdc.formats.cdc_ct` (its docstring, "Decoding", has the summary).
 
 A net-changes row is the *final* state of one source row after an LSN window: ``__$start_lsn`` is
 the commit LSN of the row's last change in the window, ``__$operation`` 1 (delete), 2 (insert), 4
@@ -14,46 +14,29 @@ values differ, or where one deletes and another does not, are a conflict: all qu
 
 from __future__ import annotations
 
-from typing import Callable
-
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sqlcdc import lsn, model
 from sqlcdc.config import TableConfig
 from sqlcdc.formats import Decoded
-from sqlcdc.formats._ct_names import OPERATION, START_LSN, table_capture_instance
-from sqlcdc.formats._ct_values import changed_from_mask
-from sqlcdc.formats._masks import mask_has
+from sqlcdc.formats._ct_names import NAME, START_LSN, table_capture_instance
+from sqlcdc.formats._ct_values import _copies, changed_from_mask, lob_provided, quarantine, table_option
 from sqlcdc.values import ColumnSpec
 
 OP_DELETE, OP_INSERT, OP_UPDATE, OP_UPSERT = 1, 2, 4, 5  # __$operation (all with merge: 5 = insert or update)
 
 
 def _identified(good: DataFrame, keys: list[str]) -> DataFrame:
-    """Readable rows + their place among the rows landed for their ``(start_lsn, key)``:
-    ``_conflict``, ``_dup`` (1 = the copy kept: lowest record id), ``_kept``, ``_copy``,
-    ``_variants``, ``_files`` (as :func:`sqlcdc.formats._ct_values._deduplicated` for all-changes rows)."""
+    """:func:`sqlcdc.formats._ct_values._copies` of net-changes rows, identity ``(start_lsn, key)``."""
     good = good.select("*", F.to_json(F.struct(*[F.col("_img")[k].alias(k) for k in keys])).alias("_key_json"))
-    at = Window.partitionBy("_start", "_key_json")
     # an insert, an update and an upsert of the same final image are the same change (windows that
     # start on either side of the row's insert); the update mask covers the window, so it may differ
     content = F.to_json(F.struct((F.col("_op") == OP_DELETE).alias("d"), F.col("_img").alias("i")))
-    good = good.select("*", content.alias("_content"))
-    return good.select(
-        "*",
-        (~F.min("_content").over(at).eqNullSafe(F.max("_content").over(at))).alias("_conflict"),
-        F.row_number().over(at.orderBy("record_id")).alias("_dup"),
-        F.min("record_id").over(at).alias("_kept"),
-        F.row_number().over(Window.partitionBy("_start", "_key_json", "record_id").orderBy("record_id")).alias("_copy"),
-        F.size(F.collect_set("_content").over(at)).alias("_variants"),
-        F.array_sort(F.collect_set("source_file").over(at)).alias("_files"),
-    )
+    return _copies(good, ["_start", "_key_json"], content)
 
 
-def decode(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec],
-           quarantine: Callable[[DataFrame, TableConfig, Column], DataFrame], source_format: str,
-           options: Callable[[TableConfig, str], Column]) -> Decoded:
+def decode(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
     """Parsed net-changes rows (``_parsed(..., net=True)``) -> canonical changes + quarantine."""
     keys = list(table.keys)
     bad = quarantine(parsed.where(F.size("_reasons") > 0), table, F.array_join(F.col("_reasons"), "; "))
@@ -70,21 +53,12 @@ def decode(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec],
 
     op, mask, image = F.col("_op"), F.col("_mask"), F.col("_img")
     is_update = op.isin(OP_UPDATE, OP_UPSERT)
-    names = [c.name for c in columns]
-    # LOBs: NULL in an update's row while the mask (``all with mask``) says the window did not
-    # change them = not provided (gold keeps its value); without a mask a NULL is taken as NULL.
-    not_provided = [F.when(is_update & image[c.name].isNull() & mask.isNotNull() & ~mask_has(mask, c.ordinal or i, "big"),
-                           F.lit(c.name)) for i, c in enumerate(columns, start=1) if c.lob]
-    provided = None
-    if not_provided:
-        missing = F.filter(F.array(*not_provided), lambda x: x.isNotNull())
-        provided = F.when(F.size(missing) > 0, F.array_except(F.array(*[F.lit(n) for n in names]), missing))
-    every = F.array(*[F.lit(n) for n in names])
+    every = F.array(*[F.lit(c.name) for c in columns])
     out = good.select(
         *model.change_row(
-            change_id=F.concat_ws(":", F.lit(source_format), F.lit(table_capture_instance(table)), F.col("_start"),
+            change_id=F.concat_ws(":", F.lit(NAME), F.lit(table_capture_instance(table)), F.col("_start"),
                                   F.lit("net"), F.col("_key_json")),
-            source_format=source_format,
+            source_format=NAME,
             table_name=table.name,
             op=F.when(op == OP_DELETE, F.lit(model.DELETE)).when(op == OP_INSERT, F.lit(model.INSERT))
             .otherwise(F.lit(model.UPDATE)),
@@ -94,11 +68,11 @@ def decode(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec],
             # the state after the commit: after every change of it (a change's own LSN is below its
             # commit LSN), so a row of the same commit from another producer never sorts after it
             sequence=lsn.sequence(F.col("_start"), F.col("_start"), F.lit(1)),
-            source_server=options(table, "server"),
-            source_database=options(table, "database"),
+            source_server=table_option(table, "server"),
+            source_database=table_option(table, "database"),
             source_schema=F.lit(table.schema),
             source_table=F.lit(table.table),
-            provided_columns=provided,
+            provided_columns=lob_provided(columns, is_update, image, mask),
             changed_columns=F.when(is_update, changed_from_mask(mask, columns)).otherwise(every),
             commit_time=F.col("_commit_time"),
             transaction_id=F.col("_start"),

@@ -11,12 +11,13 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from sqlcdc import lsn
+from sqlcdc import lsn, model
 from sqlcdc.config import TableConfig
 from sqlcdc.formats._ct_exports import BINARY_HINT, UNREADABLE, WHOLE_ROW_HINT
 from sqlcdc.formats._ct_names import (
     COMMAND_ID,
     COMMIT_TIME_COLUMN,
+    NAME,
     OPERATION,
     SEQVAL,
     START_LSN,
@@ -172,30 +173,68 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
 _LSN_SHAPES = "binary(10), 0x hex or base64"
 
 
-def _deduplicated(good: DataFrame) -> DataFrame:
-    """Readable rows + where each stands among the rows landed for its (start_lsn, seqval, operation):
-    ``_conflict`` (they differ: update mask, image or command id), ``_dup`` (1 = the copy kept:
-    lowest record id), ``_kept`` (that copy's record id), ``_copy`` (1 = first row of its record id),
-    ``_variants``/``_files`` (for the conflict's reason), and per (start_lsn, seqval)
-    ``_old_conflict``/``_new_conflict`` (the operation 3 / 4 rows there conflict)."""
-    at = Window.partitionBy("_start", "_seq", "_op")
-    position = Window.partitionBy("_start", "_seq")
-    # compared as JSON text: any column type compares, and a typed value has one spelling
-    content = F.to_json(F.struct(F.col("_mask").alias("m"), F.col("_img").alias("i")))
+def _copies(good: DataFrame, identity: list[str], content: Column, *, agree: tuple[str, ...] = ()) -> DataFrame:
+    """Readable rows + where each stands among the rows landed for its ``identity``: ``_conflict``
+    (their ``content`` differs, or the non-NULL values of an ``agree`` column do), ``_dup`` (1 = the
+    copy kept: lowest record id), ``_kept`` (that copy's record id), ``_copy`` (1 = first row of its
+    record id), ``_variants``/``_files`` (for the conflict's reason)."""
+    at = Window.partitionBy(*identity)
     good = good.select("*", content.alias("_content"))
-    differ = ~F.min("_content").over(at).eqNullSafe(F.max("_content").over(at)) | ~F.min("_cmd").over(at).eqNullSafe(
-        F.max("_cmd").over(at))
-    good = good.select(
+    differ = ~F.min("_content").over(at).eqNullSafe(F.max("_content").over(at))
+    for c in agree:
+        differ = differ | ~F.min(c).over(at).eqNullSafe(F.max(c).over(at))
+    return good.select(
         "*",
         differ.alias("_conflict"),
         F.row_number().over(at.orderBy("record_id")).alias("_dup"),
         F.min("record_id").over(at).alias("_kept"),
-        F.row_number().over(Window.partitionBy("_start", "_seq", "_op", "record_id").orderBy("record_id")).alias("_copy"),
+        F.row_number().over(Window.partitionBy(*identity, "record_id").orderBy("record_id")).alias("_copy"),
         F.size(F.collect_set("_content").over(at)).alias("_variants"),
         F.array_sort(F.collect_set("source_file").over(at)).alias("_files"),
     )
+
+
+def _deduplicated(good: DataFrame) -> DataFrame:
+    """:func:`_copies` of all-changes rows, identity (start_lsn, seqval, operation), compared on
+    update mask and image (a missing command id is not a difference, another one is), plus per
+    (start_lsn, seqval) ``_old_conflict``/``_new_conflict`` (the operation 3 / 4 rows there conflict)."""
+    position = Window.partitionBy("_start", "_seq")
+    # compared as JSON text: any column type compares, and a typed value has one spelling
+    content = F.to_json(F.struct(F.col("_mask").alias("m"), F.col("_img").alias("i")))
+    good = _copies(good, ["_start", "_seq", "_op"], content, agree=("_cmd",))
     return good.select(
         "*",
         F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == _OP_UPDATE_OLD)).over(position), F.lit(False)).alias("_old_conflict"),
         F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == _OP_UPDATE_NEW)).over(position), F.lit(False)).alias("_new_conflict"),
     )
+
+
+def lob_provided(columns: list[ColumnSpec], is_update: Column, image: Column, mask: Column) -> Column | None:
+    """``provided_columns`` of an update whose LOB column is NULL while the update mask (when there
+    is one) says the column did not change: every column but those (not provided: gold keeps its
+    value); NULL (all provided) otherwise; None when the table has no LOB column."""
+    missing = [F.when(is_update & image[c.name].isNull() & mask.isNotNull() & ~mask_has(mask, c.ordinal or i, "big"),
+                      F.lit(c.name)) for i, c in enumerate(columns, start=1) if c.lob]
+    if not missing:
+        return None
+    lobs = F.filter(F.array(*missing), lambda x: x.isNotNull())
+    return F.when(F.size(lobs) > 0, F.array_except(F.array(*[F.lit(c.name) for c in columns]), lobs))
+
+
+def quarantine(df: DataFrame, table: TableConfig, reason: Column) -> DataFrame:
+    """Quarantine rows of ``table`` (rule ``decode``), the reason naming capture instance and file."""
+    return df.select(
+        *model.quarantine_row(
+            source_name=table.source.name,
+            source_format=NAME,
+            table_name=table.name,
+            reason=F.format_string("%s (capture instance %s, file %s)", reason, F.lit(table_capture_instance(table)), F.col("source_file")),
+            rules=F.array(F.lit("decode")),
+        )
+    )
+
+
+def table_option(table: TableConfig, name: str) -> Column:
+    """Option ``name`` of the table, else of its source, as a string literal (NULL when absent)."""
+    value = table.options.get(name, table.source.options.get(name))
+    return F.lit(None).cast("string") if value is None else F.lit(str(value))

@@ -168,9 +168,10 @@ from sqlcdc import dlt_meta, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _ct_net
 from sqlcdc.formats._ct_exports import UNREADABLE, read_bronze
-from sqlcdc.formats._ct_names import (OPERATION, ROW_FILTERS, SEQVAL, START_LSN, capture_instance_col, changes_function,
+from sqlcdc.formats._ct_names import (NAME, OPERATION, ROW_FILTERS, SEQVAL, START_LSN, capture_instance_col, changes_function,
                                       row_filter, table_capture_instance)
-from sqlcdc.formats._ct_values import _deduplicated, _parsed, changed_from_mask
+from sqlcdc.formats._ct_values import _deduplicated, _parsed, changed_from_mask, lob_provided, table_option
+from sqlcdc.formats._ct_values import quarantine as _q
 from sqlcdc.formats._masks import mask_has
 from sqlcdc.values import ColumnSpec
 
@@ -179,7 +180,6 @@ from sqlcdc.formats._ct_exports import BINARY_HINT, RAW_TEXT, REQUIRED_COLUMNS, 
 from sqlcdc.formats._ct_names import COMMAND_ID, COMMIT_TIME_COLUMN, END_LSN, META_COLUMNS, UPDATE_MASK, capture_instance_of  # noqa: F401
 from sqlcdc.formats._ct_values import binary_hex, lsn_text  # noqa: F401
 
-NAME = "cdc_ct"
 STREAMING = False
 #: Exports are read as a batch (per-file formats and schemas): bronze is a materialized view.
 BRONZE_STREAMING = False
@@ -251,18 +251,6 @@ def config_column(column: dict, ordinal: int) -> ColumnSpec:
 # --- decoding ------------------------------------------------------------------------------------
 
 
-def _quarantine(df: DataFrame, table: TableConfig, reason: Column) -> DataFrame:
-    return df.select(
-        *model.quarantine_row(
-            source_name=table.source.name,
-            source_format=NAME,
-            table_name=table.name,
-            reason=F.format_string("%s (capture instance %s, file %s)", reason, F.lit(table_capture_instance(table)), F.col("source_file")),
-            rules=F.array(F.lit("decode")),
-        )
-    )
-
-
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
     """Bronze rows of ``table``'s capture instance -> canonical changes + quarantine.
 
@@ -272,11 +260,11 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         decoded.changes.select("op", "key", "changed_columns", "sequence").show()
     """
     if changes_function(table) == "net_changes":
-        return _ct_net.decode(_parsed(bronze, table, columns, net=True), table, columns, _quarantine, NAME, _opt)
+        return _ct_net.decode(_parsed(bronze, table, columns, net=True), table, columns)
     keys = list(table.keys)
     ci = table_capture_instance(table)
     parsed = _parsed(bronze, table, columns)
-    bad = _quarantine(parsed.where(F.size("_reasons") > 0), table, F.array_join(F.col("_reasons"), "; "))
+    bad = _q(parsed.where(F.size("_reasons") > 0), table, F.array_join(F.col("_reasons"), "; "))
 
     # One row per change-table row: the same row landed twice is kept once (lowest record_id), the
     # other copies are duplicates (counted by the run's balance, see duplicates()); different rows
@@ -285,7 +273,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     # later selects are explicit, so the helper columns go no further.)
     checked = _deduplicated(parsed.where(F.size("_reasons") == 0))
     conflicts = checked.where(F.col("_conflict") & (F.col("_copy") == 1))
-    conflict_q = _quarantine(
+    conflict_q = _q(
         conflicts,
         table,
         F.format_string(
@@ -312,7 +300,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     after_only = F.lit(row_filter(table) == "all")
     lone_old = good.where((F.col("_op") == OP_UPDATE_OLD) & (F.col("_has_new") == 0))
     lone_new = good.where((F.col("_op") == OP_UPDATE_NEW) & (F.col("_has_old") == 0) & ~after_only)
-    lone = _quarantine(
+    lone = _q(
         lone_old,
         table,
         F.when(F.col("_new_conflict"), F.format_string(
@@ -322,7 +310,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             f"update before-image ({OPERATION} 3) at {START_LSN} 0x%s, {SEQVAL} 0x%s has no after-image "
             "(operation 4) in the landed exports", F.col("_start"), F.col("_seq"))),
     ).unionByName(
-        _quarantine(
+        _q(
             lone_new,
             table,
             F.when(F.col("_old_conflict"), F.format_string(
@@ -347,22 +335,15 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     def unchanged(c: ColumnSpec, i: int) -> Column:
         return cm.isNotNull() & ~mask_has(cm, c.ordinal or i, "big")
 
-    before_fields, not_provided = [], []
+    before_fields = []
     for i, c in enumerate(columns, start=1):
         old_v = F.col("_old.img")[c.name]
         new_v = F.col("_img")[c.name]
         if c.lob:
             before_fields.append(F.when(old_v.isNull() & unchanged(c, i), new_v).otherwise(old_v).alias(c.name))
-            not_provided.append(F.when(is_update & new_v.isNull() & unchanged(c, i), F.lit(c.name)))
         else:
             before_fields.append(old_v.alias(c.name))
-    lob_missing = F.filter(F.array(*not_provided), lambda x: x.isNotNull()) if not_provided else None
-    provided = None
-    if lob_missing is not None:
-        names = F.array(*[F.lit(c.name) for c in columns])
-        provided = F.when(
-            is_update & (F.size(lob_missing) > 0), F.array_except(names, lob_missing)
-        )
+    provided = lob_provided(columns, is_update, F.col("_img"), cm)
     before = F.when(op == OP_DELETE, F.col("_img")).when(is_update & (F.col("_has_old") == 1), F.struct(*before_fields))
     after = F.when(op != OP_DELETE, F.col("_img"))
     image = F.col("_img")  # the before image for a delete, the after image otherwise
@@ -396,8 +377,8 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             before=before,
             after=after,
             sequence=lsn.sequence(F.col("_start"), F.col("_slot_seq"), F.col("_slot_serial")),
-            source_server=_opt(table, "server"),
-            source_database=_opt(table, "database"),
+            source_server=table_option(table, "server"),
+            source_database=table_option(table, "database"),
             source_schema=F.lit(table.schema),
             source_table=F.lit(table.table),
             provided_columns=provided,
@@ -422,11 +403,6 @@ def duplicates(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec])
     return checked.where(~F.col("_conflict") & (F.col("record_id") != F.col("_kept"))).select(
         "record_id", F.col("_kept").alias("kept_record_id")
     )
-
-
-def _opt(table: TableConfig, name: str) -> Column:
-    value = table.options.get(name, table.source.options.get(name))
-    return F.lit(None).cast("string") if value is None else F.lit(str(value))
 
 
 # --- records no table takes ----------------------------------------------------------------------
