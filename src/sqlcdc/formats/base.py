@@ -241,3 +241,9 @@ def one_json_value(value: Column) -> Column:
     >>> # spark.sql("SELECT json_array_length('[' || '{\\"a\\":1}{\\"b\\":2}' || ']')") -> NULL
     """
     return F.coalesce(F.json_array_length(F.concat(F.lit("["), value, F.lit("]"))) == 1, F.lit(False))
+
+
+def landed_folder(path: Column) -> Column:
+    """The name of the folder a landed file is in (URL-decoded), e.g. the capture instance or topic
+    a landing names its folders after; empty when the path has no folder."""
+    return F.url_decode(F.regexp_extract(path, r"([^/]+)/[^/]+/*$", 1))

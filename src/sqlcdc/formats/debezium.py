@@ -402,7 +402,9 @@ def discover_schema(landing: str, table: TableConfig, max_lines_per_file: int = 
     return None
 
 
-def _schema_in_line(line: str, table: TableConfig) -> list[ColumnSpec] | None:
+def schema_envelope(line: str) -> tuple[dict, dict] | None:
+    """``(schema, payload)`` of a landed line ``{"schema": {...}, "payload": {...}}``; None for any
+    other line (without a schema, not JSON, nested too deep)."""
     line = line.strip()
     if not line.startswith("{") or '"schema"' not in line:
         return None
@@ -410,9 +412,15 @@ def _schema_in_line(line: str, table: TableConfig) -> list[ColumnSpec] | None:
         doc = json.loads(line)
     except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than Python's stack
         return None
-    schema, payload = doc.get("schema"), doc.get("payload")
-    if not isinstance(schema, dict) or not isinstance(payload, dict):
+    schema, payload = (doc.get("schema"), doc.get("payload")) if isinstance(doc, dict) else (None, None)
+    return (schema, payload) if isinstance(schema, dict) and isinstance(payload, dict) else None
+
+
+def _schema_in_line(line: str, table: TableConfig) -> list[ColumnSpec] | None:
+    found = schema_envelope(line)
+    if found is None:
         return None
+    schema, payload = found
     src = payload.get("source") or {}
     if str(src.get("table", "")).lower() != table.table.lower():
         return None

@@ -44,8 +44,7 @@ Example source::
 
 from __future__ import annotations
 
-import json
-from typing import Any, Iterable
+from typing import Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -53,7 +52,7 @@ from pyspark.sql import functions as F
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats import debezium as dbz
-from sqlcdc.formats.base import one_json_value
+from sqlcdc.formats.base import landed_folder, one_json_value
 from sqlcdc.values import ColumnSpec
 
 NAME = "debezium_flat"
@@ -69,7 +68,7 @@ def _topic_parts(source_file: Column) -> tuple[Column, Column, Column]:
     """``(db, schema, table)`` from the Kafka topic of a record (``kafka://<topic>/<partition>/<offset>``)
     or the name of the folder its file landed in; NULL where the name has fewer than three parts."""
     topic = F.when(source_file.startswith("kafka://"), F.regexp_extract(source_file, r"^kafka://([^/]+)/", 1)).otherwise(
-        F.url_decode(F.regexp_extract(source_file, r"([^/]+)/[^/]+/*$", 1)))
+        landed_folder(source_file))
     parts = F.split(topic, r"\.")
     named = F.size(parts) >= 3
     return (F.when(F.size(parts) >= 4, F.element_at(parts, -3)), F.when(named, F.element_at(parts, -2)),
@@ -81,11 +80,11 @@ def _parsed(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     ``_envelope_error`` (NULL when the record is usable)."""
     p = prefix_of(source)
     value = F.col("value")
-    keys = F.json_object_keys(value)
-    wrapped = F.coalesce(F.array_contains(keys, "payload") & (F.size(F.array_except(keys, F.array(F.lit("schema"), F.lit("payload")))) == 0),
-                         F.lit(False))
-    text = F.when(wrapped, F.from_json(value, "payload string")["payload"]).otherwise(value)
-    m = F.from_json(text, "map<string,string>")
+    # one parse of the record; a {"schema", "payload"} wrapper's payload (kept as its JSON text) a second
+    outer = F.from_json(value, "map<string,string>")
+    wrapped = F.coalesce(F.map_contains_key(outer, "payload") & (
+        (F.size(outer) == 1) | ((F.size(outer) == 2) & F.map_contains_key(outer, "schema"))), F.lit(False))
+    m = F.when(wrapped, F.from_json(outer["payload"], "map<string,string>")).otherwise(outer)
     row = F.map_filter(m, lambda k, _: ~k.startswith(p)) if p else m
 
     def meta(field: str) -> Column:
@@ -145,7 +144,7 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     if found is None:
         raise ConfigError([
             f"{table.file}:1: columns: table {table.qualified} has no `columns:` and no flattened record with a schema "
-            f"and {prefix_of(source)}table (or a topic folder) naming it was found under {source.landing}; add `columns:` (name and type "
+            f"and {p}table (or a topic folder) naming it was found under {source.landing}; add `columns:` (name and type "
             "per column) to the table config"])
     return found
 
@@ -153,16 +152,10 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
 def _schema_in_line(line: str, table: TableConfig, p: str, folder: str = "") -> list[ColumnSpec] | None:
     """The columns of a ``{"schema", "payload"}`` line of ``table``: named by ``<p>table`` (and
     ``<p>schema``) in the payload, else by the folder the file landed in (named after its topic)."""
-    line = line.strip()
-    if not line.startswith("{") or '"schema"' not in line:
+    found = dbz.schema_envelope(line)
+    if found is None:
         return None
-    try:
-        doc: Any = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    schema, payload = (doc.get("schema"), doc.get("payload")) if isinstance(doc, dict) else (None, None)
-    if not isinstance(schema, dict) or not isinstance(payload, dict):
-        return None
+    schema, payload = found
     parts = folder.split(".")
     named = (parts[-2], parts[-1]) if len(parts) >= 3 else (None, None)
     name = payload.get(p + "table", payload.get(p + "source_table", named[1]))
