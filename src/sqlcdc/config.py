@@ -23,7 +23,7 @@ Example::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,10 @@ class TableConfig:
     expectations_file: str | None = None
     #: ``file:line`` of each entry of ``expectations`` (same order), for error reports.
     expectation_sources: tuple[str, ...] = ()
+    #: Producer hand-off (``sources:``): the table's name, shared by one TableConfig per listed source,
+    #: and this one's place in the list (the earlier source's copy of a shared change is applied).
+    handoff: str | None = None
+    handoff_rank: int = 0
 
     def comment_for(self, target: str) -> str | None:
         """The comment of target ``silver`` / ``scd1`` / ``scd2``: per-target, else ``comment``, else ``description``."""
@@ -214,9 +218,7 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
             continue
         if not pipeline_ok:
             continue  # sources are unknown; the table file itself is fine as far as its schema goes
-        t = _table(doc, tf, tlines, sources, defaults, problems)
-        if t is not None:
-            tables.append(t)
+        tables += _tables(doc, tf, tlines, sources, defaults, problems)
 
     seen: dict[str, str] = {}
     for t in tables:
@@ -311,6 +313,44 @@ def _str_props(props: dict) -> dict[str, str]:
 
 #: The only ``sequence_by`` gold supports: the canonical sequence column of the apply frame.
 _DEFAULT_SEQUENCE = "_sequence"
+
+
+def _tables(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, problems: list[str]) -> list[TableConfig]:
+    """The table config ``doc``: one :class:`TableConfig`, or with ``sources:`` (producer hand-off) one
+    per listed source, named ``<name>__<source>``, each with its own silver and the same gold targets,
+    ``handoff`` naming the group and ``handoff_rank`` its place in the list (:mod:`sqlcdc.gold.handoff`)."""
+    if "sources" not in doc:
+        t = _table(doc, file, lines, sources, defaults, problems)
+        return [t] if t is not None else []
+    at = f"{file}:{lines.get(('sources',), 1)}: sources"
+    if "source" in doc or "silver" in (doc.get("targets") or {}):
+        problems.append(f"{at}: give source or sources, not both; and no targets.silver (each source has its own silver)")
+        return []
+    entries = [e if isinstance(e, dict) else {"source": e} for e in doc["sources"]]
+    names = [e["source"] for e in entries]
+    if len(set(names)) != len(names):
+        problems.append(f"{at}: a source is listed twice ({', '.join(names)})")
+        return []
+    group = doc.get("name") or doc["table"].split(".")[-1].lower()
+    targets = {"scd1": f"gold_{group}_scd1", "scd2": f"gold_{group}_scd2", **(doc.get("targets") or {})}
+    parts = []
+    for rank, entry in enumerate(entries):
+        part_doc = {k: v for k, v in doc.items() if k != "sources"}
+        part_doc.update(source=entry["source"], name=f"{group}__{entry['source']}", targets=targets)
+        if "options" in entry:
+            part_doc["options"] = entry["options"]
+        t = _table(part_doc, file, lines, sources, defaults, problems)
+        if t is None:
+            continue
+        from sqlcdc import formats  # formats imports this module (ConfigError): look it up here
+
+        why = formats.get(t.source.format).handoff_problem(t) if t.source.format in formats.available() else None
+        if why:
+            problems.append(f"{at}[{rank}]: source {t.source.name} ({t.source.format}) cannot share a table with "
+                            f"another producer: {why} (docs/handoff.md)")
+            continue
+        parts.append(replace(t, handoff=group, handoff_rank=rank))
+    return parts
 
 
 def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, problems: list[str]) -> TableConfig | None:

@@ -267,7 +267,7 @@ def build(
     flow = 200
     for t in cfg.tables:
         mapped = transformation(t)
-        if mapped is None:  # refusals() names it
+        if mapped is None or t.handoff:  # refusals() names it
             continue
         select, where = mapped
         dqe: dict[str, dict[str, str]] = {}
@@ -347,6 +347,9 @@ def refusals(cfg: PipelineConfig) -> list[str]:
     out = [f"{t.file or 'table config'}:1: keys: table {t.qualified} ({t.name}) has none; dlt-meta's "
            "silver_cdc_apply_changes needs them (sqlcdc discovers them from the producer at run time): add `keys:`"
            for t in cfg.tables if not t.keys]
+    out += [f"{t.file}:1: sources: table {t.qualified} ({t.handoff}) takes its changes from several sources; "
+            "dlt-meta onboards one source per gold table (each change once across producers is sqlcdc's own "
+            "gold, docs/handoff.md): not exported" for t in cfg.tables if t.handoff and t.handoff_rank == 0]
     for source in cfg.sources.values():
         tables = cfg.tables_of(source.name)
         if tables and transformation(tables[0]) is None:

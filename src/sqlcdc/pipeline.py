@@ -337,6 +337,6 @@ def _record_if_reshaped(table: TableConfig, cols: list[ColumnSpec]) -> bool:
 def declare_gold(cfg: PipelineConfig) -> None:
     """Per table and SCD type, a gold table applied in source commit order (:mod:`sqlcdc.gold.graph`:
     AUTO CDC on Databricks; under ``sqlcdc run`` only checked, as gold is applied after the run)."""
-    for table in ready(cfg).tables:  # a waiting table has no silver to apply yet
+    for table, parts in gold.handoff.groups(ready(cfg).tables):  # a waiting table has no silver to apply yet
         for scd_type in table.scd_types:
-            gold.declare(table, scd_type, columns=columns(table), keys=keys(table))
+            gold.declare(table, scd_type, columns=columns(parts[0]), keys=keys(parts[0]), parts=parts)

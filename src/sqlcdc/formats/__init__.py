@@ -86,6 +86,11 @@ class Decoder(ABC):
     ``keys_required`` / ``columns_required``
         why a table config of this producer must name its ``keys:`` / ``columns:`` (the producer's
         records do not carry them), or None; ``sqlcdc validate`` reports their absence.
+    ``position_field``
+        the producer's field giving a change's own place in the SQL Server log beside its commit
+        LSN (Debezium ``source.change_lsn``, change tables ``__$seqval``), or None when its changes
+        carry none: such a producer cannot share a table with another (``sources:``, see
+        :mod:`sqlcdc.gold.handoff`), as a change both deliver could not be told from two changes.
     ``options``
         the producer's ``options:`` (in a source, or a table overriding it): option name -> JSON
         Schema of its value, with a description. Config loading refuses an option not named here,
@@ -100,6 +105,7 @@ class Decoder(ABC):
     keys_required: ClassVar[str | None] = None
     columns_required: ClassVar[str | None] = None
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
+    position_field: ClassVar[str | None] = None
 
     # --- required ----------------------------------------------------------------------------------
 
@@ -173,6 +179,19 @@ class Decoder(ABC):
             *model.quarantine_row(source_name=source.name, source_format=self.name, reason=F.lit(reason),
                                   table_name=table.name, rules=F.array(F.lit("waiting")))
         )
+
+    def handoff_problem(self, table: TableConfig) -> str | None:
+        """Why ``table`` of this producer cannot be in a producer hand-off (``sources:``), or None.
+        Default: it can when the producer has a ``position_field``."""
+        if self.position_field is None:
+            return "its changes carry no position in the SQL Server log beside their commit LSN"
+        return None
+
+    def change_position(self, table: TableConfig) -> Column:
+        """A column over ``table``'s silver rows: the change's ``position_field`` as 20 hex digits,
+        which with the commit LSN identifies the change across producers (:mod:`sqlcdc.gold.handoff`).
+        Default: the sequence's ``change_lsn``, where a decoder that keeps log order puts it."""
+        return F.col("sequence.change_lsn")
 
     def dlt_meta_select(self, table: TableConfig, columns: list[dict]) -> tuple[list[str], list[str]] | None:
         """``sqlcdc export dlt-meta``'s silver transformation of ``table``: Spark SQL ``select_exp``

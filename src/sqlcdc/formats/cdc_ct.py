@@ -459,11 +459,22 @@ class ChangeTables(Decoder):
         "server": {"type": "string", "description": "the source server, for lineage"},
         "database": {"type": "string", "description": "the source database, for lineage"},
     }
+    position_field = "__$seqval"
     read_bronze = staticmethod(read_bronze)
     columns_for = staticmethod(columns_for)
     decode = staticmethod(decode)
     unrouted = staticmethod(unrouted)
     config_column = staticmethod(config_column)
+
+    def handoff_problem(self, table: TableConfig) -> str | None:
+        if changes_function(table) == "net_changes":
+            return "net changes give a row's final state per query window, not its changes at their log positions"
+        return None
+
+    def change_position(self, table: TableConfig) -> Column:
+        """The change's own ``__$seqval``, kept in its change id (``cdc_ct:<ci>:<start>:<seqval>:<op>``):
+        the sequence's ``change_lsn`` is re-dealt in command order (see :func:`decode`)."""
+        return F.element_at(F.split(F.col("change_id"), ":"), -2)
 
     def duplicates(self, bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
         """Copies of a change-table row already taken, per table (:func:`duplicates`)."""

@@ -441,6 +441,7 @@ class Debezium(Decoder):
     streaming = STREAMING
     envelope_schema = "debezium-envelope.schema.json"
     keys_required = "a landed Debezium value does not carry the message key"
+    position_field = "source.change_lsn"
     options = {
         "glob": {"type": "string", "description": "landed file names to read (Hadoop glob, e.g. '*.json')"},
     }

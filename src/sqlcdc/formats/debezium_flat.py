@@ -172,6 +172,7 @@ class DebeziumFlattened(dbz.Debezium):
     name = NAME
     label = "SQL Server (Debezium, flattened by ExtractNewRecordState)"
     envelope_schema = None  # the row is the record: checked here, field by field, as the full envelope's
+    position_field = "__change_lsn (add.fields=change_lsn)"
     options = {
         **dbz.Debezium.options,
         "add_fields_prefix": {"type": "string", "description": "the SMT's add.fields.prefix (default '__')"},

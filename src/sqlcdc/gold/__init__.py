@@ -13,6 +13,8 @@ module                         holds
 :mod:`sqlcdc.gold.after_run`   ``sqlcdc run``'s driver: each table's new silver changes, merged
 :mod:`sqlcdc.gold.graph`      what the pipeline declares: AUTO CDC on Databricks, else a check or
                                a recomputed view
+:mod:`sqlcdc.gold.handoff`     producer hand-off: one gold over several sources' silvers, each
+                               change once
 =============================  ==================================================================
 
 Example::
@@ -27,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+from sqlcdc.gold import handoff
 from sqlcdc.gold.after_run import AFTER_RUN, GOLD_CONF, Applied, apply_all, apply_table, gold_parts
 from sqlcdc.gold.graph import applied_after_run, declare
 from sqlcdc.gold.incremental import merge_scd1, merge_scd2, purge_tombstones
@@ -46,6 +49,7 @@ __all__ = [
     "auto_cdc_table_properties",
     "declare",
     "gold_parts",
+    "handoff",
     "layout",
     "merge_scd1",
     "merge_scd2",

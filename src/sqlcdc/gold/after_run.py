@@ -8,12 +8,14 @@ becomes ``dp.create_auto_cdc_flow`` inside the pipeline instead (:mod:`sqlcdc.go
 
 Which changes are new depends on how the producer's silver is kept:
 
-* **streaming silver** (Debezium, change tables: append-only): a Delta stream over the silver
+* **streaming silver** (Debezium: append-only): a Delta stream over the silver
   table with a checkpoint, run with ``availableNow``; each micro-batch is merged into every gold
   table of the table. A batch interrupted half-way is delivered again, and merging is idempotent.
-* **recomputed silver** (CES, Qlik: a materialized view rebuilt from bronze every run, because
-  they reassemble or pair records across files): the changes whose ``change_id`` gold has not
-  applied yet (a small Delta table of applied ids).
+* **recomputed silver** (CES, Qlik, change tables: a materialized view rebuilt from bronze every
+  run, because they reassemble or pair records across files): the changes whose ``change_id`` gold
+  has not applied yet (a small Delta table of applied ids).
+* **a producer hand-off** (``sources:``, :mod:`sqlcdc.gold.handoff`): the silvers of all its
+  sources, each change once by its identity across producers; applied identities as above.
 
 A table's gold is rebuilt from all of its silver, saying why, on ``--full-refresh``, when one of
 its parts is missing, when its columns changed (a Qlik ``tableVersion``, CES columns, ``columns:``
@@ -40,14 +42,14 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlcdc import formats, lsn, model, reshape
-from sqlcdc.gold import incremental
+from sqlcdc.gold import handoff, incremental
 from sqlcdc.gold.spec import END_AT, START_AT, ApplyChangesSpec
 from sqlcdc.gold.spec import target as gold_table
 from sqlcdc.config import PipelineConfig, TableConfig
@@ -110,8 +112,8 @@ def apply_all(spark: SparkSession, cfg: PipelineConfig, warehouse: Path, *, full
               echo: Callable[[str], None] | None = None) -> list[Applied]:
     """Apply every table's new silver changes to its gold tables; ``echo`` gets a line per table."""
     out = []
-    for table in cfg.tables:
-        applied = apply_table(spark, table, warehouse, full_refresh=full_refresh)
+    for table, parts in handoff.groups(cfg.tables):
+        applied = apply_table(spark, table, warehouse, full_refresh=full_refresh, parts=parts)
         if echo:
             echo(str(applied))
         out.append(applied)
@@ -176,6 +178,19 @@ def _rebuild_reason(spark: SparkSession, table: TableConfig, warehouse: Path, si
     return None
 
 
+def _sources_changed(state: Path, sources: list[str]) -> str | None:
+    """Why gold must be rebuilt because the table's ``source``/``sources:`` changed since the run
+    state was written (a hand-off tracks applied changes by identity, a single source by its own
+    ids or stream: the two cannot continue each other), else None."""
+    seen = state / "sources.json"
+    if not state.exists() or (not seen.exists() and len(sources) == 1):
+        return None  # a first run, or a run state from before sources were recorded
+    before = json.loads(seen.read_text()) if seen.exists() else None
+    if before == sources:
+        return None
+    return f"its sources changed ({', '.join(before or ['?'])} -> {', '.join(sources)})"
+
+
 def _table_id(spark: SparkSession, path: Path) -> str:
     from delta.tables import DeltaTable
 
@@ -189,15 +204,22 @@ def _table_features(spark: SparkSession, path: Path) -> set[str]:
     return set(DeltaTable.forPath(spark, str(path)).detail().select("tableFeatures").first()[0] or ())
 
 
-def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, full_refresh: bool = False) -> Applied:
-    """Apply ``table``'s new silver changes to its SCD1/SCD2 tables (see the module doc)."""
+def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, full_refresh: bool = False,
+                parts: Sequence[TableConfig] = ()) -> Applied:
+    """Apply ``table``'s new silver changes to its SCD1/SCD2 tables (see the module doc). For a
+    producer hand-off, ``table`` is :func:`sqlcdc.gold.handoff.gold_table` and ``parts`` the table
+    configs of its sources, whose silvers are merged (:mod:`sqlcdc.gold.handoff`)."""
     started = time.monotonic()
     result = Applied(table.name)
-    silver_path = tables_dir(warehouse) / table.silver_table
-    if not _is_delta(silver_path):
-        result.skipped = f"no silver table yet ({silver_path})"
+    parts = list(parts) or [table]
+    paths = [(p, tables_dir(warehouse) / p.silver_table) for p in parts]
+    silvers = [(p, spark.read.format("delta").load(str(path))) for p, path in paths if _is_delta(path)]
+    if not silvers:
+        result.skipped = f"no silver table yet ({', '.join(str(path) for _, path in paths)})"
         return result
-    silver = spark.read.format("delta").load(str(silver_path))
+    silver_path = tables_dir(warehouse) / silvers[0][0].silver_table
+    silver = silvers[0][1]
+    handoff.same_shape(table, silvers)
     columns, keys = _silver_shape(silver.schema, table)
     frame_schema = changes_of(silver, columns, keys).schema
     specs = _specs(table, keys)
@@ -208,13 +230,16 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
                               if f.name in spec.output_columns(frame_schema)]
         for scd, spec in specs.items()
     }
-    streaming = formats.get(table.source.format).streaming
-    result.rebuilt = _rebuild_reason(spark, table, warehouse, silver_path, streaming, wanted, full_refresh)
+    streaming = len(parts) == 1 and formats.get(table.source.format).streaming  # a hand-off: by identity
+    sources = [p.source.name for p in parts]
+    result.rebuilt = (_rebuild_reason(spark, table, warehouse, silver_path, streaming, wanted, full_refresh)
+                      or _sources_changed(run_state_dir(warehouse, table), sources))
     if result.rebuilt:
         for part in gold_parts(warehouse, table):
             shutil.rmtree(part, ignore_errors=True)
     state = run_state_dir(warehouse, table)
     state.mkdir(parents=True, exist_ok=True)
+    (state / "sources.json").write_text(json.dumps(sources))
 
     def merge(changes: DataFrame) -> None:
         for scd, spec in specs.items():
@@ -225,8 +250,16 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
 
     if streaming:
         _apply_stream(spark, silver_path, state, columns, keys, merge, result)
+    elif len(parts) == 1:
+        _apply_new_ids(spark, changes_of(silver, columns, keys), state, merge, result)
     else:
-        _apply_new_ids(spark, silver, state, columns, keys, merge, result)
+        frames = [changes_of(handoff.identified(s, p), columns, keys)
+                  .withColumn(model.CHANGE_ID_COL, handoff.identity(keys)).withColumn(handoff.RANK_COL, F.lit(p.handoff_rank))
+                  for p, s in silvers]
+        union = frames[0]
+        for f in frames[1:]:
+            union = union.unionByName(f)
+        _apply_new_ids(spark, handoff.first_copies(union), state, merge, result)
     # Gold tables exist after every run, if only empty (a first run whose silver is still empty).
     if any(not _is_delta(tables_dir(warehouse) / gold_table(table, scd)) for scd in specs):
         merge(changes_of(silver.limit(0), columns, keys))
@@ -262,12 +295,12 @@ def _apply_stream(spark: SparkSession, silver_path: Path, state: Path, columns: 
     query.awaitTermination()
 
 
-def _apply_new_ids(spark: SparkSession, silver: DataFrame, state: Path, columns: list[str], keys: list[str],
+def _apply_new_ids(spark: SparkSession, changes: DataFrame, state: Path,
                    merge: Callable[[DataFrame], None], result: Applied) -> None:
-    """Recomputed silver: the changes whose id gold has not applied yet; their ids are recorded
-    after the merge (a run killed in between applies them again, which merging tolerates)."""
+    """Recomputed silver (or a hand-off's silvers, by identity): the changes whose id gold has not
+    applied yet; their ids are recorded after the merge (a run killed in between applies them
+    again, which merging tolerates)."""
     applied = state / "applied"
-    changes = changes_of(silver, columns, keys)
     if _is_delta(applied):
         done = spark.read.format("delta").load(str(applied))
         changes = changes.join(done, changes[model.CHANGE_ID_COL] == done["change_id"], "left_anti")

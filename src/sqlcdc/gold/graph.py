@@ -10,6 +10,9 @@ SCD type.
 * **``spark-pipelines run`` by hand**: a materialized view recomputed from silver
   (:mod:`sqlcdc.gold.recompute`).
 
+A producer hand-off (``sources:``) is one gold table over the silvers of its sources, each change
+once (:mod:`sqlcdc.gold.handoff`; on Databricks a streaming ``dropDuplicates`` on the change identity).
+
 Example::
 
     from sqlcdc import gold
@@ -19,10 +22,14 @@ Example::
 from __future__ import annotations
 
 from pyspark import pipelines as dp
+from typing import Sequence
+
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from sqlcdc import model, runtime
 from sqlcdc.config import TableConfig
+from sqlcdc.gold import handoff
 from sqlcdc.gold.after_run import AFTER_RUN, GOLD_CONF
 from sqlcdc.gold.recompute import scd1, scd2
 from sqlcdc.gold.spec import ApplyChangesSpec, auto_cdc_table_properties, layout, target
@@ -41,20 +48,37 @@ def changes_frame(silver: DataFrame, columns: list[ColumnSpec], keys: list[str])
     return model.apply_frame(silver, [c.name for c in columns], keys)
 
 
-def declare(table: TableConfig, scd_type: int, *, columns: list[ColumnSpec], keys: list[str]) -> None:
+def declare(table: TableConfig, scd_type: int, *, columns: list[ColumnSpec], keys: list[str],
+            parts: Sequence[TableConfig] = ()) -> None:
     """Declare (or, under ``sqlcdc run``, check) ``table``'s gold table of SCD type ``scd_type``;
-    ``columns`` and ``keys`` are the table's, as silver types them."""
+    ``columns`` and ``keys`` are the table's, as silver types them. A producer hand-off passes its
+    gold table and ``parts`` (:func:`sqlcdc.gold.handoff.groups`): gold reads all their silvers."""
     spec = ApplyChangesSpec.from_table_config(table, scd_type, keys=keys)
+    parts = list(parts) or [table]
     if runtime.is_databricks():
-        _auto_cdc(table, scd_type, spec, columns, keys)
+        _auto_cdc(table, scd_type, spec, columns, keys, parts)
     elif applied_after_run():
         spec.validate(model.apply_frame_schema(columns))
     else:
-        _recomputed(table, scd_type, spec, columns, keys)
+        _recomputed(table, scd_type, spec, columns, keys, parts)
+
+
+def _changes(parts: list[TableConfig], columns: list[ColumnSpec], keys: list[str], read) -> DataFrame:
+    """The apply frame of ``parts``' silvers (``read(name)``): one table's as is; a hand-off's by
+    change identity, each change once (:mod:`sqlcdc.gold.handoff`)."""
+    if len(parts) == 1:
+        return changes_frame(read(parts[0].silver_table), columns, keys)
+    frames = [changes_frame(handoff.identified(read(p.silver_table), p), columns, keys)
+              .withColumn(model.CHANGE_ID_COL, handoff.identity(keys)).withColumn(handoff.RANK_COL, F.lit(p.handoff_rank))
+              for p in parts]
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.union(f)  # same select list on every side (see model.apply_frame)
+    return out
 
 
 def _recomputed(table: TableConfig, scd_type: int, spec: ApplyChangesSpec, columns: list[ColumnSpec],
-                keys: list[str]) -> None:
+                keys: list[str], parts: list[TableConfig]) -> None:
     apply = scd1 if scd_type == 1 else scd2
     schema = model.apply_frame_schema(columns)  # here: analysis is not allowed in gold()
     spec.validate(schema)
@@ -65,15 +89,15 @@ def _recomputed(table: TableConfig, scd_type: int, spec: ApplyChangesSpec, colum
         **layout(table),
     )
     def gold() -> DataFrame:
-        silver = SparkSession.active().read.table(table.silver_table)
-        return apply(changes_frame(silver, columns, keys), spec, schema=schema)
+        changes = _changes(parts, columns, keys, SparkSession.active().read.table)
+        return apply(handoff.first_copies(changes) if len(parts) > 1 else changes, spec, schema=schema)
 
 
 _declared_views: set[str] = set()
 
 
 def _auto_cdc(table: TableConfig, scd_type: int, spec: ApplyChangesSpec, columns: list[ColumnSpec],
-              keys: list[str]) -> None:  # pragma: no cover - Databricks only
+              keys: list[str], parts: list[TableConfig]) -> None:  # pragma: no cover - Databricks only
     source_view = f"changes_{table.name}"
     if source_view not in _declared_views:
 
@@ -81,7 +105,9 @@ def _auto_cdc(table: TableConfig, scd_type: int, spec: ApplyChangesSpec, columns
 
         @dp.temporary_view(name=source_view)
         def changes() -> DataFrame:
-            frame = changes_frame(SparkSession.active().readStream.table(table.silver_table), columns, keys)
+            frame = _changes(parts, columns, keys, SparkSession.active().readStream.table)
+            if len(parts) > 1:  # a stream keeps one copy per change identity (state: the identities seen)
+                frame = frame.dropDuplicates([model.CHANGE_ID_COL]).drop(handoff.RANK_COL)
             return spec.auto_cdc_source(frame, schema)  # presence for columns_to_update
 
         _declared_views.add(source_view)

@@ -1,0 +1,139 @@
+"""Producer hand-off (issue 18): one table back-filled from change-table exports and continued from
+Debezium, listed as ``sources:`` in its table config (:mod:`sqlcdc.gold.handoff`).
+
+The histories are tests/histories.py's (random, seeded): the change-table export holds every change
+up to commit X, the Debezium stream every change from commit W < X on, so the stretch W..X reaches
+gold twice; gold must equal the reference model of the whole history, each change applied once.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+import histories as h
+from sqlcdc import dlt_meta
+from sqlcdc.config import ConfigError, load_pipeline
+from sqlcdc.formats import get
+from sqlcdc.gold import after_run, graph, handoff
+from test_metadata_reshape import RecordingDP
+
+COLUMNS = ("columns:\n  - {name: id, type: int}\n  - {name: name, type: string}\n"
+           "  - {name: qty, type: int}\n  - {name: price, type: 'decimal(10,2)'}\n")
+
+
+def _project(tmp_path: Path, table: str) -> Path:
+    base = tmp_path / "config"
+    (base / "tables").mkdir(parents=True)
+    landing = tmp_path / "landing"
+    for name in ("backfill", "stream", "events", "net"):
+        (landing / name).mkdir(parents=True, exist_ok=True)
+    (base / "pipeline.yml").write_text(
+        "name: handoff\nsources:\n"
+        f"  backfill: {{format: cdc_ct, landing: {landing / 'backfill'}}}\n"
+        f"  stream: {{format: debezium, landing: {landing / 'stream'}}}\n"
+        f"  events: {{format: ces, landing: {landing / 'events'}, options: {{serialization: json}}}}\n"
+        f"  net: {{format: cdc_ct, landing: {landing / 'net'}, options: {{function: net_changes}}}}\n")
+    (base / "tables" / "hist.yml").write_text(table)
+    return base / "pipeline.yml"
+
+
+def test_sources_make_one_table_per_source_sharing_the_gold_tables(tmp_path):
+    cfg = load_pipeline(_project(tmp_path, "table: dbo.hist\nkeys: [id]\n" + COLUMNS + "sources: [backfill, stream]\n"))
+    parts = cfg.tables
+    assert [(t.name, t.source.name, t.silver_table, t.handoff, t.handoff_rank) for t in parts] == [
+        ("hist__backfill", "backfill", "silver_hist__backfill", "hist", 0),
+        ("hist__stream", "stream", "silver_hist__stream", "hist", 1)]
+    assert {(t.scd1_table, t.scd2_table) for t in parts} == {("gold_hist_scd1", "gold_hist_scd2")}
+    [(gold, grouped)] = handoff.groups(parts)
+    assert (gold.name, gold.scd1_table, [p.name for p in grouped]) == ("hist", "gold_hist_scd1", ["hist__backfill", "hist__stream"])
+
+
+@pytest.mark.parametrize("sources, why", [
+    ("[backfill, events]", "sources[1]: source events (ces) cannot share a table with another producer: its changes "
+                           "carry no position in the SQL Server log beside their commit LSN"),
+    ("[net, stream]", "sources[0]: source net (cdc_ct) cannot share a table with another producer: net changes give "
+                      "a row's final state per query window"),
+    ("[backfill, backfill]", "sources: a source is listed twice (backfill, backfill)"),
+])
+def test_a_source_whose_changes_cannot_be_matched_is_refused_by_name(tmp_path, sources, why):
+    with pytest.raises(ConfigError) as e:
+        load_pipeline(_project(tmp_path, "table: dbo.hist\nkeys: [id]\n" + COLUMNS + f"sources: {sources}\n"))
+    assert why in str(e.value)
+
+
+def test_source_and_sources_together_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="give source or sources, not both"):
+        load_pipeline(_project(tmp_path, "table: dbo.hist\nkeys: [id]\n" + COLUMNS + "source: stream\nsources: [backfill, stream]\n"))
+
+
+def test_dlt_meta_does_not_export_a_handoff_and_says_why(tmp_path):
+    cfg = load_pipeline(_project(tmp_path, "table: dbo.hist\nkeys: [id]\n" + COLUMNS + "sources: [backfill, stream]\n"))
+    assert [r for r in dlt_meta.refusals(cfg) if "several sources" in r] and not dlt_meta.build(cfg).transformations
+
+
+def _land(folder: Path, name: str, lines: list[str]) -> None:
+    (folder / name).write_text("\n".join(lines) + "\n")
+
+
+def _write_silver(spark, part, warehouse: Path) -> None:
+    decoder = get(part.source.format)
+    bronze = decoder.read_bronze(spark, part.source, streaming=False)
+    decoded = decoder.decode(bronze, part, decoder.columns_for(part, part.source, spark))
+    assert decoded.quarantine.count() == 0, [r.reason for r in decoded.quarantine.collect()]
+    decoded.changes.write.format("delta").mode("overwrite").save(str(after_run.tables_dir(warehouse) / part.silver_table))
+
+
+def _apply_rows(changes) -> int:
+    """Rows the apply frame has for ``changes``: a key change is a delete and an upsert."""
+    return sum(2 if c.old_key is not None else 1 for c in changes)
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_backfill_then_stream_gives_the_single_producer_gold(spark, tmp_path, monkeypatch, seed):
+    """Run 1: the change-table export up to X and the Debezium events up to X (the overlap W..X in
+    both). Run 2: the rest of the stream, shuffled, a share twice. Gold after each run equals the
+    reference model of the history so far; run 2 applies only the changes after X."""
+    cfg = load_pipeline(_project(tmp_path, "table: dbo.hist\nkeys: [id]\n" + COLUMNS + "sources: [backfill, stream]\n"))
+    [(gold, parts)] = handoff.groups(cfg.tables)
+    rng = random.Random(seed)
+    changes = h.history(rng, 8, 40)
+    txs = sorted({c.tx for c in changes})
+    w, x = txs[len(txs) * 35 // 100], txs[len(txs) * 65 // 100]
+    landing, warehouse = tmp_path / "landing", tmp_path / "warehouse"
+
+    _land(landing / "backfill", "cdc.dbo_hist_CT_1.jsonl", h.records("cdc_ct", [c for c in changes if c.tx <= x], rng))
+    _land(landing / "stream", "events-1.json", h.records("debezium", [c for c in changes if w <= c.tx <= x], rng))
+    for part in parts:
+        _write_silver(spark, part, warehouse)
+    first = after_run.apply_table(spark, gold, warehouse, parts=parts)
+    assert first.changes == _apply_rows(c for c in changes if c.tx <= x)  # the overlap once
+    assert h.gold(spark, after_run.tables_dir(warehouse), "debezium", "hist") == h.expected([c for c in changes if c.tx <= x])
+
+    rest = h.records("debezium", [c for c in changes if c.tx > x], rng)
+    rest += [line for line in rest if rng.random() < 0.3]
+    rng.shuffle(rest)
+    _land(landing / "stream", "events-2.json", rest)
+    _write_silver(spark, parts[1], warehouse)
+    second = after_run.apply_table(spark, gold, warehouse, parts=parts)
+    assert second.changes == _apply_rows(c for c in changes if c.tx > x)
+    assert h.gold(spark, after_run.tables_dir(warehouse), "debezium", "hist") == h.expected(changes)
+    assert json.loads((after_run.run_state_dir(warehouse, gold) / "sources.json").read_text()) == ["backfill", "stream"]
+
+    again = after_run.apply_table(spark, gold, warehouse, parts=parts)  # nothing new: nothing applied
+    assert (again.changes, again.rebuilt) == (0, None)
+
+    # `spark-pipelines run` by hand: gold is a materialized view over both silvers, the same tables.
+    dp = RecordingDP()
+    monkeypatch.setattr(graph, "dp", dp)
+    for part in parts:
+        spark.read.format("delta").load(str(after_run.tables_dir(warehouse) / part.silver_table)).createOrReplaceTempView(part.silver_table)
+    columns = get("cdc_ct").columns_for(parts[0], parts[0].source, spark)
+    for scd in (1, 2):
+        graph.declare(gold, scd, columns=columns, keys=["id"], parts=parts)
+        view = dp.queries[f"gold_hist_scd{scd}"]()
+        applied = spark.read.format("delta").load(str(after_run.tables_dir(warehouse) / f"gold_hist_scd{scd}"))
+        assert sorted(map(str, view.collect())) == sorted(map(str, applied.select(*view.columns).collect()))
