@@ -11,7 +11,9 @@ change as a delete and an insert), Qlik data messages bare or wrapped (``atMSG``
 ``externalSchemaId``) after a metadata message that may itself land in a later run. The records, with a share
 duplicated, are shuffled and cut into runs of one to three files; after the last run, SCD1 and
 SCD2 gold must equal the reference model replaying the history in commit order, and every run
-must end with the balance holding (``sqlcdc run`` exits 0).
+must end with the balance holding (``sqlcdc run`` exits 0). A sixth table is a producer hand-off
+(docs/handoff.md): its history up to commit X as change-table rows, from commit W < X on as Debezium
+events, both delivered the same way; its gold must equal the reference of the whole history.
 
 A real run costs minutes on two cores, so this is a script, not part of ``make test``::
 
@@ -247,6 +249,19 @@ SOURCES = {  # producer -> (source, table, file name pattern: run, file)
 }
 
 
+#: Producer hand-off (docs/handoff.md): one table whose history up to commit X is a change-table
+#: export and from commit W < X on Debezium events, the overlap delivered by both.
+HANDOFF = ("h_ho_ct", "h_ho_dbz", "h_ho_hist", "cdc.dbo_hist_CT_{r}_{f}.jsonl", "events-{r}-{f}.json")
+
+
+def handoff_records(changes: list[Change], rng: random.Random) -> tuple[list[str], list[str]]:
+    """(change-table rows up to X, Debezium events from W on): W and X at about 35% and 65% of the commits."""
+    txs = sorted({c.tx for c in changes})
+    w, x = txs[len(txs) * 35 // 100], txs[len(txs) * 65 // 100]
+    return (records("cdc_ct", [c for c in changes if c.tx <= x], rng),
+            records("debezium", [c for c in changes if c.tx >= w], rng))
+
+
 def deliveries(lines: list[str], runs: int, rng: random.Random) -> list[list[list[str]]]:
     """``lines`` with ~20% delivered twice, shuffled, cut into ``runs`` runs of 1-3 files each."""
     sent = lines + [x for x in lines if rng.random() < 0.2]
@@ -261,10 +276,12 @@ def deliveries(lines: list[str], runs: int, rng: random.Random) -> list[list[lis
     return out
 
 
-def write_config(base: Path) -> Path:
+def write_config(base: Path, only: set[str]) -> Path:
     (base / "config" / "tables").mkdir(parents=True, exist_ok=True)
     sources = ""
     for producer, (source, table, _) in SOURCES.items():
+        if producer not in only:
+            continue
         landing = base / "landing" / source
         landing.mkdir(parents=True, exist_ok=True)
         opts = "    options: {serialization: json}\n" if producer == "ces" else ""
@@ -276,6 +293,14 @@ def write_config(base: Path) -> Path:
         elif producer == "ces":
             body += "keys: [id]\n"
         (base / "config" / "tables" / f"{table}.yml").write_text(body)
+    ct, dbz, table, _, _ = HANDOFF
+    for source, producer in ((ct, "cdc_ct"), (dbz, "debezium")) if "handoff" in only else ():
+        (base / "landing" / source).mkdir(parents=True, exist_ok=True)
+        sources += f"  {source}:\n    format: {producer}\n    landing: {base / 'landing' / source}\n"
+    if "handoff" in only:
+        (base / "config" / "tables" / f"{table}.yml").write_text(
+            f"name: {table}\nsources: [{ct}, {dbz}]\ntable: dbo.hist\nkeys: [id]\ncolumns:\n  - {{name: id, type: int}}\n"
+            "  - {name: name, type: string}\n  - {name: qty, type: int}\n  - {name: price, type: 'decimal(10,2)'}\n")
     (base / "config" / "pipeline.yml").write_text("name: histories\nsources:\n" + sources)
     return base / "config" / "pipeline.yml"
 
@@ -325,10 +350,13 @@ def main() -> int:
     ap.add_argument("--changes", type=int, default=40)
     ap.add_argument("--qlik-metadata", choices=("first", "any"), default="first",
                     help="the run the Qlik metadata message lands in: the first, or any (data may come first)")
+    ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
+                    help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     base = args.folder.resolve()
     shutil.rmtree(base, ignore_errors=True)
-    config = write_config(base)
+    config = write_config(base, only)
     rng = random.Random(args.seed)
     plans, histories = {}, {}
     for producer in SOURCES:
@@ -339,11 +367,18 @@ def main() -> int:
             run = plan[rng.randrange(args.runs) if args.qlik_metadata == "any" else 0]
             run[rng.randrange(len(run))].insert(0, QLIK_METADATA)
         plans[producer] = plan
+    histories["handoff"] = history(rng, args.keys, args.changes)
+    ct_lines, dbz_lines = handoff_records(histories["handoff"], rng)
+    ct, dbz, ho_table, ct_pattern, dbz_pattern = HANDOFF
+    landings = {**{p: [(s, pat)] for p, (s, _, pat) in SOURCES.items()}, "handoff": [(ct, ct_pattern), (dbz, dbz_pattern)]}
+    plans["handoff"] = [deliveries(ct_lines, args.runs, rng), deliveries(dbz_lines, args.runs, rng)]
     for r in range(args.runs):
-        for producer, (source, _, pattern) in SOURCES.items():
-            for f, part in enumerate(plans[producer][r]):
-                if part:
-                    (base / "landing" / source / pattern.format(r=r, f=f)).write_text("\n".join(part) + "\n")
+        for producer, places in ((p, x) for p, x in landings.items() if p in only):
+            sent = plans[producer] if producer == "handoff" else [plans[producer]]
+            for (source, pattern), plan in zip(places, sent):
+                for f, part in enumerate(plan[r]):
+                    if part:
+                        (base / "landing" / source / pattern.format(r=r, f=f)).write_text("\n".join(part) + "\n")
         res = subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(base / "warehouse")],
                              capture_output=True, text=True, timeout=3600)
         print(f"run {r + 1}/{args.runs}: exit {res.returncode}")
@@ -355,7 +390,9 @@ def main() -> int:
 
     spark = local_spark(app_name="histories")
     wrong = 0
-    for producer, (_, table, _) in SOURCES.items():
+    for producer, table in [*((p, t) for p, (_, t, _) in SOURCES.items()), ("handoff", ho_table)]:
+        if producer not in only:
+            continue
         want, got = expected(histories[producer]), gold(spark, base / "warehouse" / "tables", producer, table)
         for what, w, g in (("SCD1", want[0], got[0]), ("SCD2", want[1], got[1])):
             if w != g:
