@@ -253,12 +253,7 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     elif len(parts) == 1:
         _apply_new_ids(spark, changes_of(silver, columns, keys), state, merge, result)
     else:
-        frames = [changes_of(handoff.identified(s, p), columns, keys)
-                  .withColumn(model.CHANGE_ID_COL, handoff.identity(keys)).withColumn(handoff.RANK_COL, F.lit(p.handoff_rank))
-                  for p, s in silvers]
-        union = frames[0]
-        for f in frames[1:]:
-            union = union.unionByName(f)
+        union = handoff.merged(silvers, lambda s: changes_of(s, columns, keys), keys)
         _apply_new_ids(spark, handoff.first_copies(union), state, merge, result)
     # Gold tables exist after every run, if only empty (a first run whose silver is still empty).
     if any(not _is_delta(tables_dir(warehouse) / gold_table(table, scd)) for scd in specs):

@@ -25,7 +25,6 @@ from pyspark import pipelines as dp
 from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from sqlcdc import model, runtime
 from sqlcdc.config import TableConfig
@@ -68,13 +67,7 @@ def _changes(parts: list[TableConfig], columns: list[ColumnSpec], keys: list[str
     change identity, each change once (:mod:`sqlcdc.gold.handoff`)."""
     if len(parts) == 1:
         return changes_frame(read(parts[0].silver_table), columns, keys)
-    frames = [changes_frame(handoff.identified(read(p.silver_table), p), columns, keys)
-              .withColumn(model.CHANGE_ID_COL, handoff.identity(keys)).withColumn(handoff.RANK_COL, F.lit(p.handoff_rank))
-              for p in parts]
-    out = frames[0]
-    for f in frames[1:]:
-        out = out.union(f)  # same select list on every side (see model.apply_frame)
-    return out
+    return handoff.merged([(p, read(p.silver_table)) for p in parts], lambda s: changes_frame(s, columns, keys), keys)
 
 
 def _recomputed(table: TableConfig, scd_type: int, spec: ApplyChangesSpec, columns: list[ColumnSpec],

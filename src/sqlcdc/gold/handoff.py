@@ -30,7 +30,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Callable, Sequence
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from sqlcdc import formats, model
 from sqlcdc.config import ConfigError, TableConfig
 
-__all__ = ["RANK_COL", "first_copies", "gold_table", "groups", "identified", "identity", "same_shape"]
+__all__ = ["RANK_COL", "first_copies", "gold_table", "groups", "identified", "identity", "merged", "same_shape"]
 
 RANK_COL = "_handoff_rank"
 
@@ -80,6 +80,19 @@ def identity(keys: Sequence[str]) -> Column:
     ``#old-key``; Debezium writes it as a delete of its own at the same place.)"""
     place = F.regexp_replace(F.col(model.CHANGE_ID_COL), "#old-key$", "")
     return F.concat_ws("|", place, F.col(model.OP_COL), F.to_json(F.struct(*[F.col(k) for k in keys])))
+
+
+def merged(silvers: Sequence[tuple[TableConfig, DataFrame]], to_apply: Callable[[DataFrame], DataFrame],
+           keys: Sequence[str]) -> DataFrame:
+    """The parts' silvers as one apply frame (``to_apply`` makes one silver's), every row's
+    ``_change_id`` its :func:`identity` and :data:`RANK_COL` its source's place in ``sources:``;
+    copies of a change are all there (:func:`first_copies` keeps one)."""
+    frames = [to_apply(identified(silver, part)).withColumn(model.CHANGE_ID_COL, identity(keys))
+              .withColumn(RANK_COL, F.lit(part.handoff_rank)) for part, silver in silvers]
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.union(frame)  # the same select list on every side (see sqlcdc.model.apply_frame)
+    return out
 
 
 def first_copies(frame: DataFrame) -> DataFrame:
