@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from sqlcdc import dq_metrics, formats
 from sqlcdc.config import PipelineConfig
+from sqlcdc.gold.spec import target as gold_target
 
 
 @dataclass
@@ -70,7 +71,7 @@ def counts(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[tu
         if cfg.tables_of(s.name):
             add("dropped", dq_metrics.dropped_table(s))
     add("dq", dq_metrics.TABLE)
-    golds = [t.scd1_table if scd == 1 else t.scd2_table for t in cfg.tables for scd in t.scd_types]
+    golds = [gold_target(t, scd) for t in cfg.tables for scd in t.scd_types]
     for name in dict.fromkeys(golds):  # the sources of a hand-off share their gold tables
         add("gold", name)
     return out

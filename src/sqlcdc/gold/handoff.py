@@ -44,20 +44,13 @@ RANK_COL = "_handoff_rank"
 
 
 def groups(tables: Sequence[TableConfig]) -> list[tuple[TableConfig, list[TableConfig]]]:
-    """``(table, parts)`` per gold: a table of one source is ``(t, [t])``; the parts of a hand-off,
-    in their ``sources:`` order, come once, with the :func:`gold_table` that stands for them."""
-    out: list[tuple[TableConfig, list[TableConfig]]] = []
-    seen: dict[str, list[TableConfig]] = {}
+    """``(table, parts)`` per gold, in config order: a table of one source is ``(t, [t])``; the parts
+    of a hand-off, in their ``sources:`` order, come once, with the :func:`gold_table` that stands for them."""
+    grouped: dict[tuple[bool, str], list[TableConfig]] = {}
     for t in tables:
-        if t.handoff is None:
-            out.append((t, [t]))
-        elif t.handoff in seen:
-            seen[t.handoff].append(t)
-        else:
-            seen[t.handoff] = [t]
-            out.append((t, seen[t.handoff]))
-    return [(gold_table(parts) if parts[0].handoff else t, sorted(parts, key=lambda p: p.handoff_rank))
-            for t, parts in out]
+        grouped.setdefault((t.handoff is not None, t.handoff or t.name), []).append(t)
+    return [(gold_table(parts), sorted(parts, key=lambda p: p.handoff_rank)) if parts[0].handoff else (parts[0], parts)
+            for parts in grouped.values()]
 
 
 def gold_table(parts: Sequence[TableConfig]) -> TableConfig:
