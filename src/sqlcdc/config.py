@@ -139,12 +139,21 @@ class TableConfig:
 
 
 @dataclass(frozen=True)
+class Transactions:
+    """The pipeline's ``transactions:`` (whole-transaction apply, :mod:`sqlcdc.gold.transactions`)."""
+
+    whole: bool = True
+    timeout_hours: float = 24.0
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     name: str
     sources: dict[str, SourceConfig]
     tables: tuple[TableConfig, ...]
     file: str
     description: str | None = None
+    transactions: Transactions = Transactions()
 
     def table(self, name: str) -> TableConfig:
         """The table config called ``name`` (KeyError when there is none)."""
@@ -238,6 +247,7 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
         tables=tuple(tables),
         file=str(path),
         description=data.get("description"),
+        transactions=Transactions(**(data.get("transactions") or {})),
     )
 
 

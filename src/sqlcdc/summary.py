@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from sqlcdc import dq_metrics, formats
 from sqlcdc.config import PipelineConfig
 from sqlcdc.gold.spec import target as gold_target
+from sqlcdc.gold.transactions import quarantine_table as transaction_quarantine
 
 
 @dataclass
@@ -74,6 +75,9 @@ def counts(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[tu
     golds = [gold_target(t, scd) for t in cfg.tables for scd in t.scd_types]
     for name in dict.fromkeys(golds):  # the sources of a hand-off share their gold tables
         add("gold", name)
+    for t in cfg.tables:  # changes of transactions incomplete past the timeout (sqlcdc.gold.transactions)
+        if _read(spark, warehouse, transaction_quarantine(t)) is not None:
+            add("quarantine", transaction_quarantine(t))
     return out
 
 

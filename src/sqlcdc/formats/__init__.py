@@ -193,6 +193,16 @@ class Decoder(ABC):
         Default: the sequence's ``change_lsn``, where a decoder that keeps log order puts it."""
         return F.col("sequence.change_lsn")
 
+    def transaction_marks(self, bronze: DataFrame, source: SourceConfig) -> DataFrame | None:
+        """Where the producer says its transactions end, for whole-transaction apply
+        (:mod:`sqlcdc.gold.transactions`): one row per landed change record of ``source`` -- every
+        table, onboarded or not, since a transaction spans them -- with ``transaction_id`` (string),
+        ``position`` (bigint, the record's place in its transaction, from 1), ``last`` (boolean, the
+        record ends its transaction) and ``landed`` (timestamp, bronze ingest time). ``bronze`` is the
+        source's stored bronze, read as a batch. Default None: the producer marks no transaction end,
+        so each change is applied as soon as it lands."""
+        return None
+
     def dlt_meta_select(self, table: TableConfig, columns: list[dict]) -> tuple[list[str], list[str]] | None:
         """``sqlcdc export dlt-meta``'s silver transformation of ``table``: Spark SQL ``select_exp``
         turning the envelope text ``value`` into ``columns`` (config entries: ``name``, ``type``)

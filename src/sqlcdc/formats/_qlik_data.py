@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sqlcdc.config import SourceConfig, TableConfig
-from sqlcdc.formats._qlik_messages import _get
+from sqlcdc.formats._qlik_messages import _get, _parsed
 from sqlcdc.values import in_sql_server_range
 
 __all__ = ["SEQUENCE_WIDTH"]
@@ -109,3 +109,26 @@ def _utc(ts: Column) -> Column:
     # outside year 1..9999 is not a SQL Server time (and Python clients cannot read it): NULL,
     # and decode() quarantines the message
     return in_sql_server_range(out)
+
+
+# --- transactions ----------------------------------------------------------------------------------
+
+
+def transaction_marks(bronze: DataFrame, source: SourceConfig) -> DataFrame:
+    """Whole-transaction marks (:meth:`sqlcdc.formats.Decoder.transaction_marks`) of every valid data
+    message of the source: ``headers.transactionId``, ``transactionEventCounter`` (the message's place
+    in its transaction, from 1) and ``transactionLastEvent``. Full-load (``REFRESH``) messages,
+    messages without a transaction id and messages whose counter or last-event flag is missing (or
+    unreadable) give no mark: where Replicate does not say where a transaction ends, nothing waits."""
+    dt = _parsed(bronze, ("DT",)).where(F.col("_valid") & (F.col("_kind") == "DT"))
+    h = _get(F.col("_inner"), "headers")
+    marks = dt.select(
+        _get(h, "transactionId", as_type="string").alias("transaction_id"),
+        _get(h, "transactionEventCounter", as_type="bigint").alias("position"),
+        _get(h, "transactionLastEvent", as_type="boolean").alias("last"),
+        F.col("ingest_time").alias("landed"),
+        _get(h, "operation", as_type="string").alias("_op"),
+    )
+    return marks.where((F.coalesce(F.length(F.trim("transaction_id")), F.lit(0)) > 0) & F.col("position").isNotNull()
+                       & F.col("last").isNotNull() & (F.coalesce(F.upper("_op"), F.lit("")) != "REFRESH")).select(
+        "transaction_id", "position", "last", "landed")

@@ -129,7 +129,9 @@ from sqlcdc import dlt_meta, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats._masks import BYTE_ORDERS, mask_has
-from sqlcdc.formats._qlik_data import _data_rows, _matches, _option, _padded_sequence, _sequence_problem, _utc
+from sqlcdc.formats._qlik_data import (
+    _data_rows, _matches, _option, _padded_sequence, _sequence_problem, _utc, transaction_marks,
+)
 from sqlcdc.formats._qlik_messages import _explain_udf, _get, _inline, _parsed
 from sqlcdc.formats._qlik_metadata import (
     _metadata_cols, _metadata_parsed, _metadata_problem, _newest_keys, _table_versions, _usable, _versions_of,
@@ -488,6 +490,7 @@ class Qlik(Decoder):
     keys_for = staticmethod(keys_for)
     is_skipped = staticmethod(is_skipped)
     routed = staticmethod(routed)
+    transaction_marks = staticmethod(transaction_marks)
 
 
 DECODER = Qlik()

@@ -49,10 +49,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlcdc import formats, lsn, model, reshape
-from sqlcdc.gold import handoff, incremental
+from sqlcdc.gold import handoff, incremental, transactions
 from sqlcdc.gold.spec import END_AT, START_AT, ApplyChangesSpec
 from sqlcdc.gold.spec import target as gold_table
-from sqlcdc.config import PipelineConfig, TableConfig
+from sqlcdc.config import PipelineConfig, TableConfig, Transactions
 from sqlcdc.names import quote
 
 __all__ = ["Applied", "apply_all", "apply_table", "gold_parts", "GOLD_CONF", "AFTER_RUN"]
@@ -75,6 +75,8 @@ class Applied:
     skipped: str | None = None
     forgotten: int = 0
     """Deleted keys whose tombstone passed ``tombstone_retention_days`` this run (SCD1)."""
+    waiting: str = ""
+    """Changes held by whole-transaction apply (:mod:`sqlcdc.gold.transactions`), said in words."""
 
     def __str__(self) -> str:
         if self.skipped:
@@ -82,7 +84,7 @@ class Applied:
         targets = ", ".join(f"{t} ({m})" for t, m in self.modes.items()) or "nothing to do"
         why = f" [rebuilt: {self.rebuilt}]" if self.rebuilt else ""
         gone = f"; {self.forgotten} tombstones past retention forgotten" if self.forgotten else ""
-        return f"{self.table}: {self.changes} new changes -> {targets} in {self.seconds:.1f}s{gone}{why}"
+        return f"{self.table}: {self.changes} new changes -> {targets} in {self.seconds:.1f}s{gone}{self.waiting}{why}"
 
 
 def tables_dir(warehouse: Path) -> Path:
@@ -113,7 +115,8 @@ def apply_all(spark: SparkSession, cfg: PipelineConfig, warehouse: Path, *, full
     """Apply every table's new silver changes to its gold tables; ``echo`` gets a line per table."""
     out = []
     for table, parts in handoff.groups(cfg.tables):
-        applied = apply_table(spark, table, warehouse, full_refresh=full_refresh, parts=parts)
+        applied = apply_table(spark, table, warehouse, full_refresh=full_refresh, parts=parts,
+                              policy=cfg.transactions)
         if echo:
             echo(str(applied))
         out.append(applied)
@@ -205,10 +208,11 @@ def _table_features(spark: SparkSession, path: Path) -> set[str]:
 
 
 def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, full_refresh: bool = False,
-                parts: Sequence[TableConfig] = ()) -> Applied:
+                parts: Sequence[TableConfig] = (), policy: Transactions = Transactions()) -> Applied:
     """Apply ``table``'s new silver changes to its SCD1/SCD2 tables (see the module doc). For a
     producer hand-off, ``table`` is :func:`sqlcdc.gold.handoff.gold_table` and ``parts`` the table
-    configs of its sources, whose silvers are merged (:mod:`sqlcdc.gold.handoff`)."""
+    configs of its sources, whose silvers are merged (:mod:`sqlcdc.gold.handoff`). ``policy``: the
+    pipeline's ``transactions:`` (:mod:`sqlcdc.gold.transactions`)."""
     started = time.monotonic()
     result = Applied(table.name)
     parts = list(parts) or [table]
@@ -251,6 +255,7 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     if streaming:
         _apply_stream(spark, silver_path, state, columns, keys, merge, result)
     elif len(parts) == 1:
+        silver = _whole_transactions(spark, table, warehouse, silver, state, policy, result)
         _apply_new_ids(spark, changes_of(silver, columns, keys), state, merge, result)
     else:
         union = handoff.merged(silvers, lambda s: changes_of(s, columns, keys), keys)
@@ -290,6 +295,34 @@ def _apply_stream(spark: SparkSession, silver_path: Path, state: Path, columns: 
     query.awaitTermination()
 
 
+def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path, silver: DataFrame, state: Path,
+                        policy: Transactions, result: Applied) -> DataFrame:
+    """``silver`` without the changes of incomplete transactions (:mod:`sqlcdc.gold.transactions`),
+    when the policy says so and the producer marks transaction ends; the expired ones rewritten into
+    the table's transaction quarantine. Only for recomputed silver: a streaming silver's producers
+    (Debezium) give no marks yet."""
+    bronze = tables_dir(warehouse) / table.source.bronze_table
+    decoder = formats.get(table.source.format)
+    quarantine = tables_dir(warehouse) / transactions.quarantine_table(table)
+    marks = (decoder.transaction_marks(spark.read.format("delta").load(str(bronze)), table.source)
+             if policy.whole and _is_delta(bronze) else None)
+    if marks is None:
+        if _is_delta(quarantine):  # turned off: nothing is held, so nothing is quarantined
+            if spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "hive":
+                spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
+            shutil.rmtree(quarantine, ignore_errors=True)
+        return silver
+    ready, waiting = transactions.hold(silver, marks, policy)
+    waiting = waiting.localCheckpoint(eager=True)
+    counts = transactions.summary(waiting)
+    result.waiting = counts.describe(table, policy)
+    if counts.expired or _is_delta(quarantine):  # rewritten each run: a late completion leaves it
+        transactions.expired_rows(waiting, policy).write.format("delta").mode("overwrite").option(
+            "overwriteSchema", "true").save(str(quarantine))
+        _register_at(spark, transactions.quarantine_table(table), quarantine)
+    return ready
+
+
 def _apply_new_ids(spark: SparkSession, changes: DataFrame, state: Path,
                    merge: Callable[[DataFrame], None], result: Applied) -> None:
     """Recomputed silver (or a hand-off's silvers, by identity): the changes whose id gold has not
@@ -314,5 +347,11 @@ def _register(spark: SparkSession, warehouse: Path, names: list[str]) -> None:
     if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
         return
     for name in names:
-        location = str(tables_dir(warehouse) / name).replace("\\", "\\\\").replace("'", "\\'")
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(name)} USING delta LOCATION '{location}'")
+        _register_at(spark, name, tables_dir(warehouse) / name)
+
+
+def _register_at(spark: SparkSession, name: str, path: Path) -> None:
+    if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
+        return
+    location = str(path).replace("\\", "\\\\").replace("'", "\\'")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(name)} USING delta LOCATION '{location}'")

@@ -1,0 +1,135 @@
+"""Whole-transaction apply: gold shows a source transaction whole or not at all.
+
+A producer that says where its transactions end gives, through its decoder's
+:meth:`~sqlcdc.formats.Decoder.transaction_marks`, one mark per landed change record of the source
+(every table of it: a transaction spans tables, onboarded or not): the transaction id, the record's
+place in the transaction and whether it is the last one. Qlik Replicate does (``transactionId``,
+``transactionEventCounter``, ``transactionLastEvent``); the other producers give no marks yet, so
+their changes are applied as they land.
+
+A transaction is **complete** once its last record has landed and as many distinct places as that
+record's counter (duplicates count once). Before each apply, :func:`hold` splits the table's silver
+changes:
+
+- **ready**: changes of a complete transaction, or of no marked transaction (a full load, a change
+  without a transaction id): applied now;
+- **pending**: changes of an incomplete transaction: held out of gold, offered again by the next run
+  (``sqlcdc run`` prints how many and how long the oldest has waited);
+- **expired**: changes of an incomplete transaction whose first record landed longer ago than
+  ``transactions.timeout_hours``: never applied, never dropped -- they are the rows of the table
+  ``quarantine_<table>_transactions``, each with its reason (rewritten every run, so a transaction
+  whose missing records land after all leaves it and is applied whole).
+
+Example::
+
+    from sqlcdc.config import Transactions
+    ready, waiting = hold(silver, marks, Transactions(timeout_hours=24))
+    waiting.where("_state = 'expired'")   # silver rows + _state, _have, _size, _first_landed
+
+Under ``sqlcdc run`` only: the gold a hand-run pipeline (or AUTO CDC on Databricks) declares applies
+changes as they land (docs/transactions.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sqlcdc.config import TableConfig, Transactions
+
+__all__ = ["PENDING", "EXPIRED", "Waiting", "hold", "quarantine_table", "summary", "expired_rows"]
+
+PENDING, EXPIRED = "pending", "expired"
+_TX, _HAVE, _SIZE, _FIRST, _STATE = "_tx", "_have", "_size", "_first_landed", "_state"
+
+
+def quarantine_table(table: TableConfig) -> str:
+    """The table holding ``table``'s changes of transactions that did not complete in time."""
+    return f"quarantine_{table.name}_transactions"
+
+
+def _complete(have: Column, size: Column) -> Column:
+    return size.isNotNull() & (have >= size)
+
+
+def hold(silver: DataFrame, marks: DataFrame, policy: Transactions) -> tuple[DataFrame, DataFrame]:
+    """(ready, waiting) silver rows (see the module doc). ``waiting`` adds ``_state`` (``pending`` or
+    ``expired``), ``_have`` (distinct places landed), ``_size`` (the last record's counter, NULL
+    while it has not landed) and ``_first_landed``."""
+    tx = marks.where(F.col("transaction_id").isNotNull()).groupBy(F.col("transaction_id").alias(_TX)).agg(
+        F.count_distinct("position").alias(_HAVE),
+        F.max(F.when(F.col("last"), F.col("position"))).alias(_SIZE),
+        F.min("landed").alias(_FIRST),
+    )
+    joined = silver.join(tx, silver["transaction_id"] == tx[_TX], "left")
+    ready = joined.where(F.col(_TX).isNull() | _complete(F.col(_HAVE), F.col(_SIZE))).select(*silver.columns)
+    deadline = F.current_timestamp() - F.make_dt_interval(secs=F.lit(policy.timeout_hours * 3600.0))
+    waiting = joined.where(F.col(_TX).isNotNull() & ~_complete(F.col(_HAVE), F.col(_SIZE))).select(
+        *silver.columns, _HAVE, _SIZE, _FIRST,
+        F.when(F.col(_FIRST) < deadline, F.lit(EXPIRED)).otherwise(F.lit(PENDING)).alias(_STATE),
+    )
+    return ready, waiting
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What :func:`summary` counts of the waiting changes."""
+
+    pending: int = 0
+    pending_transactions: int = 0
+    oldest_seconds: int | None = None
+    """How long ago the first record of the oldest pending transaction landed."""
+    expired: int = 0
+    expired_transactions: int = 0
+
+    def describe(self, table: TableConfig, policy: Transactions) -> str:
+        """What ``sqlcdc run`` says of them after the table's apply line (empty: nothing waits)."""
+        out = ""
+        if self.pending:
+            age = _age(self.oldest_seconds) if self.oldest_seconds is not None else "?"
+            out += (f"; {self.pending} changes of {self.pending_transactions} incomplete transaction(s) "
+                    f"pending (oldest first landed {age} ago; quarantined after {policy.timeout_hours:g} h)")
+        if self.expired:
+            out += (f"; {self.expired} changes of {self.expired_transactions} transaction(s) incomplete past "
+                    f"{policy.timeout_hours:g} h -> {quarantine_table(table)}")
+        return out
+
+
+def _age(seconds: int) -> str:
+    secs = max(seconds, 0)
+    if secs < 120:
+        return f"{secs}s"
+    if secs < 7200:
+        return f"{secs // 60} min"
+    return f"{secs / 3600:.1f} h"
+
+
+def summary(waiting: DataFrame) -> Waiting:
+    """Counts of ``waiting`` (of :func:`hold`), in one Spark job."""
+    rows = waiting.groupBy(_STATE).agg(
+        F.count(F.lit(1)).alias("n"), F.count_distinct("transaction_id").alias("txs"),
+        F.max(F.unix_timestamp(F.current_timestamp()) - F.unix_timestamp(_FIRST)).alias("age")
+    ).collect()
+    by = {r[_STATE]: r for r in rows}
+    p, e = by.get(PENDING), by.get(EXPIRED)
+    return Waiting(p["n"] if p else 0, p["txs"] if p else 0, p["age"] if p else None,
+                   e["n"] if e else 0, e["txs"] if e else 0)
+
+
+def expired_rows(waiting: DataFrame, policy: Transactions) -> DataFrame:
+    """The rows of :func:`quarantine_table`: the expired changes with lineage and the reason."""
+    reason = F.format_string(
+        "transaction %s incomplete after %s h: %d of %s of its changes landed (%s), the first at %s; "
+        "its changes are not applied",
+        F.col("transaction_id"), F.lit(f"{policy.timeout_hours:g}"), F.col(_HAVE),
+        F.coalesce(F.col(_SIZE).cast("string"), F.lit("?")),
+        F.when(F.col(_SIZE).isNull(), F.lit("the last one has not landed")).otherwise(F.lit("some in between are missing")),
+        F.date_format(F.col(_FIRST), "yyyy-MM-dd HH:mm:ss"),
+    )
+    return waiting.where(F.col(_STATE) == EXPIRED).select(
+        "table_name", "transaction_id", "change_id", "op", F.to_json("key").alias("key"), "sequence", "commit_time",
+        reason.alias("reason"), F.col(_FIRST).alias("first_landed"), "bronze_record_id", "bronze_file",
+        F.current_timestamp().alias("quarantined_at"),
+    )
