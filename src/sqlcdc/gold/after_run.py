@@ -255,7 +255,7 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     if streaming:
         _apply_stream(spark, silver_path, state, columns, keys, merge, result)
     elif len(parts) == 1:
-        silver = _whole_transactions(spark, table, warehouse, silver, state, policy, result)
+        silver = _whole_transactions(spark, table, warehouse, silver, policy, result)
         _apply_new_ids(spark, changes_of(silver, columns, keys), state, merge, result)
     else:
         union = handoff.merged(silvers, lambda s: changes_of(s, columns, keys), keys)
@@ -295,7 +295,7 @@ def _apply_stream(spark: SparkSession, silver_path: Path, state: Path, columns: 
     query.awaitTermination()
 
 
-def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path, silver: DataFrame, state: Path,
+def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path, silver: DataFrame,
                         policy: Transactions, result: Applied) -> DataFrame:
     """``silver`` without the changes of incomplete transactions (:mod:`sqlcdc.gold.transactions`),
     when the policy says so and the producer marks transaction ends; the expired ones rewritten into
@@ -308,8 +308,7 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
              if policy.whole and _is_delta(bronze) else None)
     if marks is None:
         if _is_delta(quarantine):  # turned off: nothing is held, so nothing is quarantined
-            if spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "hive":
-                spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
+            spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
             shutil.rmtree(quarantine, ignore_errors=True)
         return silver
     ready, waiting = transactions.hold(silver, marks, policy)
@@ -344,8 +343,6 @@ def _apply_new_ids(spark: SparkSession, changes: DataFrame, state: Path,
 def _register(spark: SparkSession, warehouse: Path, names: list[str]) -> None:
     """Name the gold tables in the warehouse's metastore (a Hive session), so ``spark.table`` finds
     them beside bronze and silver. Names are quoted; paths passed as string literals."""
-    if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
-        return
     for name in names:
         _register_at(spark, name, tables_dir(warehouse) / name)
 
