@@ -47,11 +47,14 @@ def table_path(warehouse: Path, table: str) -> Path:
     return warehouse / "tables" / table
 
 
+def _exists(warehouse: Path, table: str) -> bool:
+    return (table_path(warehouse, table) / "_delta_log").is_dir()
+
+
 def _read(spark: SparkSession, warehouse: Path, table: str) -> DataFrame | None:
-    path = table_path(warehouse, table)
-    if not (path / "_delta_log").is_dir():
+    if not _exists(warehouse, table):
         return None
-    return spark.read.format("delta").load(str(path))
+    return spark.read.format("delta").load(str(table_path(warehouse, table)))
 
 
 def counts(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[tuple[str, str, int | None]]:
@@ -76,7 +79,7 @@ def counts(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[tu
     for name in dict.fromkeys(golds):  # the sources of a hand-off share their gold tables
         add("gold", name)
     for t in cfg.tables:  # changes of transactions incomplete past the timeout (sqlcdc.gold.transactions)
-        if _read(spark, warehouse, transaction_quarantine(t)) is not None:
+        if _exists(warehouse, transaction_quarantine(t)):
             add("quarantine", transaction_quarantine(t))
     return out
 

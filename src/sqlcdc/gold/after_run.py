@@ -255,11 +255,14 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     if streaming:
         _apply_stream(spark, silver_path, state, columns, keys, merge, result)
     elif len(parts) == 1:
-        silver = _whole_transactions(spark, table, warehouse, silver, policy, result)
-        _apply_new_ids(spark, changes_of(silver, columns, keys), state, merge, result)
+        # Unapplied first: the transaction check then joins only what gold has not taken yet.
+        new = _whole_transactions(spark, table, warehouse, _unapplied(spark, silver, "change_id", state),
+                                  policy, result)
+        _apply_new_ids(changes_of(new, columns, keys), state, merge, result)
     else:
         union = handoff.merged(silvers, lambda s: changes_of(s, columns, keys), keys)
-        _apply_new_ids(spark, handoff.first_copies(union), state, merge, result)
+        _apply_new_ids(_unapplied(spark, handoff.first_copies(union), model.CHANGE_ID_COL, state), state, merge,
+                       result)
     # Gold tables exist after every run, if only empty (a first run whose silver is still empty).
     if any(not _is_delta(tables_dir(warehouse) / gold_table(table, scd)) for scd in specs):
         merge(changes_of(silver.limit(0), columns, keys))
@@ -311,8 +314,8 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
             spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
             shutil.rmtree(quarantine, ignore_errors=True)
         return silver
-    ready, waiting = transactions.hold(silver, marks, policy)
-    waiting = waiting.localCheckpoint(eager=True)
+    ready, waiting = transactions.split(
+        transactions.classify(silver, marks, policy).localCheckpoint(eager=True), silver.columns)
     counts = transactions.summary(waiting)
     result.waiting = counts.describe(table, policy)
     if counts.expired or _is_delta(quarantine):  # rewritten each run: a late completion leaves it
@@ -322,22 +325,28 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
     return ready
 
 
-def _apply_new_ids(spark: SparkSession, changes: DataFrame, state: Path,
-                   merge: Callable[[DataFrame], None], result: Applied) -> None:
-    """Recomputed silver (or a hand-off's silvers, by identity): the changes whose id gold has not
-    applied yet; their ids are recorded after the merge (a run killed in between applies them
-    again, which merging tolerates)."""
+def _unapplied(spark: SparkSession, changes: DataFrame, id_column: str, state: Path) -> DataFrame:
+    """``changes`` whose id (``id_column``) gold has not applied yet (the run state's ``applied``).
+    A silver row's ``change_id`` covers its apply rows (``<id>`` and ``<id>#old-key``, recorded
+    together)."""
     applied = state / "applied"
-    if _is_delta(applied):
-        done = spark.read.format("delta").load(str(applied))
-        changes = changes.join(done, changes[model.CHANGE_ID_COL] == done["change_id"], "left_anti")
+    if not _is_delta(applied):
+        return changes
+    done = spark.read.format("delta").load(str(applied))
+    return changes.join(done, changes[id_column] == done["change_id"], "left_anti")
+
+
+def _apply_new_ids(changes: DataFrame, state: Path, merge: Callable[[DataFrame], None], result: Applied) -> None:
+    """Recomputed silver (or a hand-off's silvers, by identity): the new changes (of
+    :func:`_unapplied`) merged; their ids are recorded after the merge (a run killed in between
+    applies them again, which merging tolerates)."""
     changes = changes.localCheckpoint(eager=True)
     n = changes.count()
     if n:
         merge(changes)
         result.changes = n
         (changes.select(F.col(model.CHANGE_ID_COL).alias("change_id")).distinct()
-         .write.format("delta").mode("append").save(str(applied)))
+         .write.format("delta").mode("append").save(str(state / "applied")))
 
 
 def _register(spark: SparkSession, warehouse: Path, names: list[str]) -> None:

@@ -20,6 +20,9 @@ changes:
   ``quarantine_<table>_transactions``, each with its reason (rewritten every run, so a transaction
   whose missing records land after all leaves it and is applied whole).
 
+:func:`classify` gives one frame with each row's state (materialize it once), :func:`split` its
+ready and waiting rows.
+
 Example::
 
     from sqlcdc.config import Transactions
@@ -39,9 +42,10 @@ from pyspark.sql import functions as F
 
 from sqlcdc.config import TableConfig, Transactions
 
-__all__ = ["PENDING", "EXPIRED", "Waiting", "hold", "quarantine_table", "summary", "expired_rows"]
+__all__ = ["READY", "PENDING", "EXPIRED", "Waiting", "classify", "split", "hold", "quarantine_table", "summary",
+           "expired_rows"]
 
-PENDING, EXPIRED = "pending", "expired"
+READY, PENDING, EXPIRED = "ready", "pending", "expired"
 _TX, _HAVE, _SIZE, _FIRST, _STATE = "_tx", "_have", "_size", "_first_landed", "_state"
 
 
@@ -54,23 +58,32 @@ def _complete(have: Column, size: Column) -> Column:
     return size.isNotNull() & (have >= size)
 
 
-def hold(silver: DataFrame, marks: DataFrame, policy: Transactions) -> tuple[DataFrame, DataFrame]:
-    """(ready, waiting) silver rows (see the module doc). ``waiting`` adds ``_state`` (``pending`` or
-    ``expired``), ``_have`` (distinct places landed), ``_size`` (the last record's counter, NULL
-    while it has not landed) and ``_first_landed``."""
+def classify(silver: DataFrame, marks: DataFrame, policy: Transactions) -> DataFrame:
+    """``silver`` with ``_state`` (``ready``, ``pending`` or ``expired``; see the module doc),
+    ``_have`` (distinct places landed), ``_size`` (the last record's counter, NULL while it has not
+    landed) and ``_first_landed``: one frame, to be materialized once and split by ``_state``."""
     tx = marks.where(F.col("transaction_id").isNotNull()).groupBy(F.col("transaction_id").alias(_TX)).agg(
         F.count_distinct("position").alias(_HAVE),
         F.max(F.when(F.col("last"), F.col("position"))).alias(_SIZE),
         F.min("landed").alias(_FIRST),
     )
     joined = silver.join(tx, silver["transaction_id"] == tx[_TX], "left")
-    ready = joined.where(F.col(_TX).isNull() | _complete(F.col(_HAVE), F.col(_SIZE))).select(*silver.columns)
     deadline = F.current_timestamp() - F.make_dt_interval(secs=F.lit(policy.timeout_hours * 3600.0))
-    waiting = joined.where(F.col(_TX).isNotNull() & ~_complete(F.col(_HAVE), F.col(_SIZE))).select(
-        *silver.columns, _HAVE, _SIZE, _FIRST,
-        F.when(F.col(_FIRST) < deadline, F.lit(EXPIRED)).otherwise(F.lit(PENDING)).alias(_STATE),
-    )
-    return ready, waiting
+    state = (F.when(F.col(_TX).isNull() | _complete(F.col(_HAVE), F.col(_SIZE)), F.lit(READY))
+             .when(F.col(_FIRST) < deadline, F.lit(EXPIRED)).otherwise(F.lit(PENDING)))
+    return joined.select(*silver.columns, _HAVE, _SIZE, _FIRST, state.alias(_STATE))
+
+
+def split(classified: DataFrame, columns: list[str]) -> tuple[DataFrame, DataFrame]:
+    """(ready, waiting) of a :func:`classify` frame: the ready rows with ``columns`` only, the
+    waiting ones (pending or expired) with the extra columns."""
+    ready = classified.where(F.col(_STATE) == READY).select(*columns)
+    return ready, classified.where(F.col(_STATE) != READY)
+
+
+def hold(silver: DataFrame, marks: DataFrame, policy: Transactions) -> tuple[DataFrame, DataFrame]:
+    """(ready, waiting) silver rows: :func:`split` of :func:`classify`."""
+    return split(classify(silver, marks, policy), silver.columns)
 
 
 @dataclass(frozen=True)
@@ -107,7 +120,7 @@ def _age(seconds: int) -> str:
 
 
 def summary(waiting: DataFrame) -> Waiting:
-    """Counts of ``waiting`` (of :func:`hold`), in one Spark job."""
+    """Counts of ``waiting`` (of :func:`hold` or :func:`split`), in one Spark job."""
     rows = waiting.groupBy(_STATE).agg(
         F.count(F.lit(1)).alias("n"), F.count_distinct("transaction_id").alias("txs"),
         F.max(F.unix_timestamp(F.current_timestamp()) - F.unix_timestamp(_FIRST)).alias("age")
