@@ -20,13 +20,15 @@ from sqlcdc.formats import get
 from sqlcdc.gold import after_run, transactions
 
 
-def _project(tmp_path: Path, extra: str = "") -> Path:
+def _project(tmp_path: Path, extra: str = "", fmt: str = "qlik") -> Path:
     base = tmp_path / "config"
     (base / "tables").mkdir(parents=True)
     (tmp_path / "landing").mkdir()
+    opts = ", options: {serialization: json}" if fmt == "ces" else ""
     (base / "pipeline.yml").write_text(
-        f"name: tx\nsources:\n  q: {{format: qlik, landing: {tmp_path / 'landing'}}}\n{extra}")
-    (base / "tables" / "hist.yml").write_text("name: hist\nsource: q\ntable: dbo.hist\n")
+        f"name: tx\nsources:\n  q: {{format: {fmt}, landing: {tmp_path / 'landing'}{opts}}}\n{extra}")
+    keys = "keys: [id]\n" if fmt == "ces" else ""
+    (base / "tables" / "hist.yml").write_text(f"name: hist\nsource: q\ntable: dbo.hist\n{keys}")
     return base / "pipeline.yml"
 
 
@@ -37,7 +39,7 @@ def _land(tmp_path: Path, name: str, lines: list[str]) -> None:
 def _run(spark, cfg, warehouse: Path, policy: Transactions) -> after_run.Applied:
     """One run's bronze and silver (as the pipeline stores them), then the gold apply."""
     [table] = cfg.tables
-    decoder = get("qlik")
+    decoder = get(table.source.format)
     tables = after_run.tables_dir(warehouse)
     decoder.read_bronze(spark, table.source, streaming=False).write.format("delta").mode("overwrite").save(
         str(tables / table.source.bronze_table))
@@ -167,3 +169,99 @@ def test_hold_by_counts(spark):
     assert sorted(r.change_id for r in ready.collect()) == ["c1", "c2", "c5", "c6"]  # D: no marks
     assert sorted((r.change_id, r._have, r._size, r._state) for r in waiting.collect()) == [
         ("c3", 2, 3, "pending"), ("c4", 1, None, "pending")]
+
+
+def _events(changes: list[h.Change]) -> int:
+    """CES events (silver rows) of ``changes``: a key change is a delete and an insert."""
+    return sum(2 if c.old_key is not None else 1 for c in changes)
+
+
+def test_ces_commits_wait_for_a_later_commit_with_later_commit_on(spark, tmp_path):
+    """CES never says where a commit ends: with ``transactions.later_commit`` a commit is applied once
+    an event of a later commit has landed. Run 1 lands the commits before A and A's first change: gold
+    shows every commit before A and nothing of A. Run 2 lands the rest but the last commit Z (and a
+    share again): gold shows all but the commit before Z, which is now the latest and waits. Past the
+    timeout it is quarantined as unconfirmed; once Z lands it is applied from there. Turned off, each
+    change is applied as it lands."""
+    cfg = load_pipeline(_project(tmp_path, "transactions: {later_commit: true}\n", fmt="ces"))
+    assert cfg.transactions == Transactions(later_commit=True)
+    rng = random.Random(3)
+    changes = h.history(rng, 5, 30)
+    rendered = [(c, h.ces(c, rng)) for c in changes]  # a change's lines (a split event's segments) land together
+    a = next(tx for tx in _multi(changes) if 2 < tx < changes[-1].tx - 2)
+    z = changes[-1].tx
+    warehouse, tables = tmp_path / "warehouse", after_run.tables_dir(tmp_path / "warehouse")
+    quarantine = tables / "quarantine_hist_transactions"
+
+    first = [line for c, lines in rendered if c.tx < a or (c.tx == a and c.pos == 1) for line in lines]
+    _land(tmp_path, "part-1.json", first)
+    run1 = _run(spark, cfg, warehouse, cfg.transactions)
+    assert h.gold(spark, tables, "ces", "hist") == h.expected([c for c in changes if c.tx < a])
+    n_a1 = _events([c for c in changes if c.tx == a and c.pos == 1])
+    assert run1.waiting.startswith(f"; {n_a1} changes of 1 incomplete transaction(s) pending"), run1.waiting
+
+    second = [line for c, lines in rendered if (c.tx == a and c.pos > 1) or a < c.tx < z for line in lines]
+    second += [line for line in first if rng.random() < 0.3]
+    _land(tmp_path, "part-2.json", second)
+    run2 = _run(spark, cfg, warehouse, cfg.transactions)
+    assert h.gold(spark, tables, "ces", "hist") == h.expected([c for c in changes if c.tx < z - 1])
+    n_last = _events([c for c in changes if c.tx == z - 1])
+    assert run2.waiting.startswith(f"; {n_last} changes of 1 incomplete transaction(s) pending"), run2.waiting
+
+    expired = _run(spark, cfg, warehouse, Transactions(timeout_hours=0, later_commit=True))
+    assert "1 transaction(s) incomplete past 0 h -> quarantine_hist_transactions" in expired.waiting
+    rows = spark.read.format("delta").load(str(quarantine)).collect()
+    lsn = h.commit_hex(next(c for c in changes if c.tx == z - 1))
+    assert {r["transaction_id"] for r in rows} == {lsn} and len({r["change_id"] for r in rows}) == n_last
+    assert {r["reason"].split(" since its first")[0] for r in rows} == {
+        f"commit {lsn} unconfirmed after 0 h: the producer does not say where a transaction ends and no later "
+        "commit of the source has landed"}
+    assert h.gold(spark, tables, "ces", "hist") == h.expected([c for c in changes if c.tx < z - 1])
+
+    _land(tmp_path, "part-3.json", [line for c, lines in rendered if c.tx == z for line in lines])
+    run4 = _run(spark, cfg, warehouse, cfg.transactions)  # Z lands: the quarantined commit is applied, Z waits
+    assert h.gold(spark, tables, "ces", "hist") == h.expected([c for c in changes if c.tx < z])
+    assert "pending" in run4.waiting and "-> quarantine_hist_transactions" not in run4.waiting, run4.waiting
+    assert spark.read.format("delta").load(str(quarantine)).count() == 0
+
+    off = _run(spark, cfg, warehouse, Transactions())  # later_commit off (the default): applied as landed
+    assert off.waiting == "" and not quarantine.exists()
+    assert h.gold(spark, tables, "ces", "hist") == h.expected(changes)
+
+
+def test_ces_marks_are_commit_lsns_of_every_table(spark, tmp_path):
+    """Every complete event of the source marks its commit (any table); one without a readable commit
+    LSN marks nothing; ``last`` is never said."""
+    cfg = load_pipeline(_project(tmp_path, fmt="ces"))
+    cols = h.CES_COLS
+    lines = [
+        h.ces_event("INS", table="hist", cols=cols, old=None, current={"id": "1"}, pk={"id": "1"},
+                    lsn="0000003100000001000A", seq=2, eid="e1"),
+        h.ces_event("INS", table="other", cols=cols, old=None, current={"id": "2"}, pk={"id": "2"},
+                    lsn="0000003100000001000A", seq=3, eid="e2"),
+        h.ces_event("INS", table="hist", cols=cols, old=None, current={"id": "3"}, pk={"id": "3"},
+                    lsn="0x1A", seq=2, eid="e3"),  # not an LSN: no mark (the event is quarantined)
+    ]
+    _land(tmp_path, "part-1.json", [json.dumps(e) for e in lines])
+    source = cfg.sources["q"]
+    decoder = get("ces")
+    assert decoder.transaction_end == "later_commit"
+    marks = decoder.transaction_marks(decoder.read_bronze(spark, source, streaming=False), source)
+    assert sorted((r["transaction_id"], r["position"], r["last"], r["commit"]) for r in marks.collect()) == [
+        ("0000003100000001000A", 2, None, "0000003100000001000A"),
+        ("0000003100000001000A", 3, None, "0000003100000001000A")]
+
+
+def test_hold_by_later_commit(spark):
+    """With ``later_commit``, a transaction whose marks carry a ``commit`` is complete once a mark of a
+    later commit landed; counted marks (no ``commit``) keep their rule; off, the rule is not used."""
+    silver = spark.createDataFrame([("c1", "01"), ("c2", "02"), ("c3", "03"), ("c4", "T1")],
+                                   "change_id string, transaction_id string")
+    marks = spark.createDataFrame(
+        [("01", 1, None, "01"), ("02", 1, None, "02"), ("03", 4, None, "03"), ("T1", 1, False, None)],
+        "transaction_id string, position bigint, last boolean, commit string").withColumn("landed", F.current_timestamp())
+    ready, waiting = transactions.hold(silver, marks, Transactions(later_commit=True))
+    assert sorted(r.change_id for r in ready.collect()) == ["c1", "c2"]
+    assert sorted((r.change_id, r._state) for r in waiting.collect()) == [("c3", "pending"), ("c4", "pending")]
+    ready, _ = transactions.hold(silver, marks, Transactions())
+    assert ready.count() == 0

@@ -144,6 +144,8 @@ class Transactions:
 
     whole: bool = True
     timeout_hours: float = 24.0
+    later_commit: bool = False
+    """A producer that does not say where a transaction ends (CES): complete once a later commit landed."""
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,11 @@ class Decoder(ABC):
         the producer's ``options:`` (in a source, or a table overriding it): option name -> JSON
         Schema of its value, with a description. Config loading refuses an option not named here,
         or a value of the wrong type, with file and line (default: the producer takes none).
+    ``transaction_end``
+        how :meth:`transaction_marks` tell where a transaction ends: ``"last"`` (default) -- a
+        record says it is the last one (Qlik); ``"later_commit"`` -- none does, so a transaction is
+        taken as complete once a later commit of the source has landed, and only when the
+        pipeline's ``transactions.later_commit`` says so (CES).
     """
 
     name: ClassVar[str]
@@ -106,6 +111,7 @@ class Decoder(ABC):
     columns_required: ClassVar[str | None] = None
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
     position_field: ClassVar[str | None] = None
+    transaction_end: ClassVar[str] = "last"
 
     # --- required ----------------------------------------------------------------------------------
 
@@ -198,7 +204,9 @@ class Decoder(ABC):
         (:mod:`sqlcdc.gold.transactions`): one row per landed change record of ``source`` -- every
         table, onboarded or not, since a transaction spans them -- with ``transaction_id`` (string),
         ``position`` (bigint, the record's place in its transaction, from 1), ``last`` (boolean, the
-        record ends its transaction) and ``landed`` (timestamp, bronze ingest time). ``bronze`` is the
+        record ends its transaction; NULL under ``transaction_end = "later_commit"``), ``commit``
+        (string ordered as the commit order, e.g. 20 hex digits of the commit LSN; NULL unless
+        ``"later_commit"``) and ``landed`` (timestamp, bronze ingest time). ``bronze`` is the
         source's stored bronze, read as a batch. Default None: the producer marks no transaction end,
         so each change is applied as soon as it lands."""
         return None

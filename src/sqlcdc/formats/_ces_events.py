@@ -22,7 +22,7 @@ from sqlcdc.values import commit_time
 
 __all__ = [
     "DATA_SCHEMA", "DEFAULT_SPLIT_TIMEOUT", "ENVELOPE_SCHEMA",
-    "disposition", "envelopes", "events", "split_timeout_seconds",
+    "disposition", "envelopes", "events", "routed", "split_timeout_seconds", "transaction_marks",
     "_BRONZE", "_ENV_ATTRS", "_dedup", "_get", "_group_events", "_groups", "_image_map", "_pk_value",
     "_routes", "_segment_base",
 ]
@@ -237,6 +237,27 @@ def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
         F.when(given_time.isNotNull() & commit_ts.isNull(), F.format_string(
             "%s '%s' is not a commit time within year 1..9999", given_name, F.substring(given_time, 1, 60)
         )).alias("commit_ts_problem"),
+    )
+
+
+def routed(bronze: DataFrame, source: SourceConfig, table: TableConfig) -> DataFrame:
+    """The complete events of ``table`` (a split event as its final segment): what waits in
+    quarantine while none of them tells the table's columns or keys (:meth:`Decoder.waiting`)."""
+    return events(bronze, source).where(_routes(table))
+
+
+def transaction_marks(bronze: DataFrame, source: SourceConfig) -> DataFrame:
+    """Whole-transaction marks (:meth:`sqlcdc.formats.Decoder.transaction_marks`) of every complete
+    event of the source, every table: the commit LSN as ``transaction_id`` and ``commit``, the
+    sequence number as ``position``. CES states no event count per commit (its data schema's
+    ``transaction`` holds ``commitlsn``, ``beginlsn``, ``sequencenumber``, ``committime``), so
+    ``last`` is NULL: a commit counts as complete once a later one has landed
+    (``transactions.later_commit``). An event without a readable commit LSN gives no mark."""
+    ev = events(bronze, source).where(F.col("commit_lsn").isNotNull() & F.col("commit_lsn_problem").isNull())
+    return ev.select(
+        F.col("commit_lsn").alias("transaction_id"), F.col("seq_number").alias("position"),
+        F.lit(None).cast("boolean").alias("last"), F.col("commit_lsn").alias("commit"),
+        F.col("ingest_time").alias("landed"),
     )
 
 

@@ -131,4 +131,4 @@ def transaction_marks(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     )
     return marks.where((F.coalesce(F.length(F.trim("transaction_id")), F.lit(0)) > 0) & F.col("position").isNotNull()
                        & F.col("last").isNotNull() & (F.coalesce(F.upper("_op"), F.lit("")) != "REFRESH")).select(
-        "transaction_id", "position", "last", "landed")
+        "transaction_id", "position", "last", F.lit(None).cast("string").alias("commit"), "landed")

@@ -98,6 +98,7 @@ from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats._ces_events import DATA_SCHEMA, DEFAULT_SPLIT_TIMEOUT, ENVELOPE_SCHEMA, _groups, _image_map  # noqa: F401
 from sqlcdc.formats._ces_events import _pk_value, _routes, disposition, envelopes, events, split_timeout_seconds
+from sqlcdc.formats._ces_events import routed, transaction_marks
 from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
 from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
 from sqlcdc.formats.base import bronze_columns, read_text_lines
@@ -462,12 +463,6 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     return q_invalid.unionByName(q_late).unionByName(q_stray)
 
 
-def routed(bronze: DataFrame, source: SourceConfig, table: TableConfig) -> DataFrame:
-    """The complete events of ``table`` (a split event as its final segment): what waits in
-    quarantine while none of them tells the table's columns or keys (:meth:`Decoder.waiting`)."""
-    return events(bronze, source).where(_routes(table))
-
-
 class Ces(Decoder):
     """SQL Server 2025 Change Event Streaming CloudEvents (JSON lines or Avro), split events reassembled."""
 
@@ -491,6 +486,8 @@ class Ces(Decoder):
     unknown_types = staticmethod(unknown_types)
     disposition = staticmethod(disposition)
     routed = staticmethod(routed)
+    transaction_marks = staticmethod(transaction_marks)
+    transaction_end = "later_commit"  # CES says no event count per commit
 
     def config_column(self, column: dict, ordinal: int) -> ColumnSpec:
         """A SQL Server type name, as CES's ``eventsource.cols`` spell them (:func:`spec_for_sql_type`)."""

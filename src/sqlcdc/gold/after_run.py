@@ -302,13 +302,14 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
                         policy: Transactions, result: Applied) -> DataFrame:
     """``silver`` without the changes of incomplete transactions (:mod:`sqlcdc.gold.transactions`),
     when the policy says so and the producer marks transaction ends; the expired ones rewritten into
-    the table's transaction quarantine. Only for recomputed silver: a streaming silver's producers
+    the table's transaction quarantine. A producer that never marks a transaction's end (CES) is
+    held only with ``later_commit``. Only for recomputed silver: a streaming silver's producers
     (Debezium) give no marks yet."""
     bronze = tables_dir(warehouse) / table.source.bronze_table
     decoder = formats.get(table.source.format)
     quarantine = tables_dir(warehouse) / transactions.quarantine_table(table)
-    marks = (decoder.transaction_marks(spark.read.format("delta").load(str(bronze)), table.source)
-             if policy.whole and _is_delta(bronze) else None)
+    wanted = policy.whole and _is_delta(bronze) and (decoder.transaction_end != "later_commit" or policy.later_commit)
+    marks = decoder.transaction_marks(spark.read.format("delta").load(str(bronze)), table.source) if wanted else None
     if marks is None:
         if _is_delta(quarantine):  # turned off: nothing is held, so nothing is quarantined
             spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")

@@ -4,8 +4,10 @@ A producer that says where its transactions end gives, through its decoder's
 :meth:`~sqlcdc.formats.Decoder.transaction_marks`, one mark per landed change record of the source
 (every table of it: a transaction spans tables, onboarded or not): the transaction id, the record's
 place in the transaction and whether it is the last one. Qlik Replicate does (``transactionId``,
-``transactionEventCounter``, ``transactionLastEvent``); the other producers give no marks yet, so
-their changes are applied as they land.
+``transactionEventCounter``, ``transactionLastEvent``). CES marks each event's commit LSN but
+never says where a commit ends: with ``transactions.later_commit`` a commit counts as complete once
+a later commit of the source has landed. The other producers give no marks yet, so their changes
+are applied as they land.
 
 A transaction is **complete** once its last record has landed and as many distinct places as that
 record's counter (duplicates count once). Before each apply, :func:`hold` splits the table's silver
@@ -47,6 +49,7 @@ __all__ = ["READY", "PENDING", "EXPIRED", "Waiting", "classify", "split", "hold"
 
 READY, PENDING, EXPIRED = "ready", "pending", "expired"
 _TX, _HAVE, _SIZE, _FIRST, _STATE = "_tx", "_have", "_size", "_first_landed", "_state"
+_COMMIT, _LATEST = "_commit", "_latest_commit"
 
 
 def quarantine_table(table: TableConfig) -> str:
@@ -61,17 +64,28 @@ def _complete(have: Column, size: Column) -> Column:
 def classify(silver: DataFrame, marks: DataFrame, policy: Transactions) -> DataFrame:
     """``silver`` with ``_state`` (``ready``, ``pending`` or ``expired``; see the module doc),
     ``_have`` (distinct places landed), ``_size`` (the last record's counter, NULL while it has not
-    landed) and ``_first_landed``: one frame, to be materialized once and split by ``_state``."""
-    tx = marks.where(F.col("transaction_id").isNotNull()).groupBy(F.col("transaction_id").alias(_TX)).agg(
+    landed), ``_first_landed`` and ``_commit`` (the marks' ``commit``, optional in ``marks``): one
+    frame, to be materialized once and split by ``_state``. With ``policy.later_commit``, a
+    transaction with a ``commit`` is also complete once a mark of a later ``commit`` has landed."""
+    marked = marks.where(F.col("transaction_id").isNotNull())
+    if "commit" not in marked.columns:
+        marked = marked.withColumn("commit", F.lit(None).cast("string"))
+    tx = marked.groupBy(F.col("transaction_id").alias(_TX)).agg(
         F.count_distinct("position").alias(_HAVE),
         F.max(F.when(F.col("last"), F.col("position"))).alias(_SIZE),
         F.min("landed").alias(_FIRST),
+        F.max("commit").alias(_COMMIT),
     )
     joined = silver.join(tx, silver["transaction_id"] == tx[_TX], "left")
+    complete = _complete(F.col(_HAVE), F.col(_SIZE))
+    if policy.later_commit:  # a commit no record ends: complete once a later commit of the source landed
+        latest = marked.agg(F.max("commit").alias(_LATEST))
+        joined = joined.crossJoin(F.broadcast(latest))
+        complete = complete | F.coalesce(F.col(_COMMIT) < F.col(_LATEST), F.lit(False))
     deadline = F.current_timestamp() - F.make_dt_interval(secs=F.lit(policy.timeout_hours * 3600.0))
-    state = (F.when(F.col(_TX).isNull() | _complete(F.col(_HAVE), F.col(_SIZE)), F.lit(READY))
+    state = (F.when(F.col(_TX).isNull() | complete, F.lit(READY))
              .when(F.col(_FIRST) < deadline, F.lit(EXPIRED)).otherwise(F.lit(PENDING)))
-    return joined.select(*silver.columns, _HAVE, _SIZE, _FIRST, state.alias(_STATE))
+    return joined.select(*silver.columns, _HAVE, _SIZE, _FIRST, _COMMIT, state.alias(_STATE))
 
 
 def split(classified: DataFrame, columns: list[str]) -> tuple[DataFrame, DataFrame]:
@@ -133,14 +147,21 @@ def summary(waiting: DataFrame) -> Waiting:
 
 def expired_rows(waiting: DataFrame, policy: Transactions) -> DataFrame:
     """The rows of :func:`quarantine_table`: the expired changes with lineage and the reason."""
-    reason = F.format_string(
+    first = F.date_format(F.col(_FIRST), "yyyy-MM-dd HH:mm:ss")
+    hours = F.lit(f"{policy.timeout_hours:g}")
+    counted = F.format_string(
         "transaction %s incomplete after %s h: %d of %s of its changes landed (%s), the first at %s; "
         "its changes are not applied",
-        F.col("transaction_id"), F.lit(f"{policy.timeout_hours:g}"), F.col(_HAVE),
-        F.coalesce(F.col(_SIZE).cast("string"), F.lit("?")),
+        F.col("transaction_id"), hours, F.col(_HAVE), F.coalesce(F.col(_SIZE).cast("string"), F.lit("?")),
         F.when(F.col(_SIZE).isNull(), F.lit("the last one has not landed")).otherwise(F.lit("some in between are missing")),
-        F.date_format(F.col(_FIRST), "yyyy-MM-dd HH:mm:ss"),
+        first,
     )
+    unconfirmed = F.format_string(
+        "commit %s unconfirmed after %s h: the producer does not say where a transaction ends and no later "
+        "commit of the source has landed since its first change did, at %s; its changes are not applied "
+        "until one does", F.col(_COMMIT), hours, first,
+    )
+    reason = F.when(F.col(_SIZE).isNull() & F.col(_COMMIT).isNotNull(), unconfirmed).otherwise(counted)
     return waiting.where(F.col(_STATE) == EXPIRED).select(
         "table_name", "transaction_id", "change_id", "op", F.to_json("key").alias("key"), "sequence", "commit_time",
         reason.alias("reason"), F.col(_FIRST).alias("first_landed"), "bronze_record_id", "bronze_file",
