@@ -30,7 +30,7 @@ from functools import lru_cache
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar, Iterable, Literal, Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -111,7 +111,7 @@ class Decoder(ABC):
     columns_required: ClassVar[str | None] = None
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
     position_field: ClassVar[str | None] = None
-    transaction_end: ClassVar[str] = "last"
+    transaction_end: ClassVar[Literal["last", "later_commit"]] = "last"
 
     # --- required ----------------------------------------------------------------------------------
 

@@ -79,7 +79,7 @@ def classify(silver: DataFrame, marks: DataFrame, policy: Transactions) -> DataF
     joined = silver.join(tx, silver["transaction_id"] == tx[_TX], "left")
     complete = _complete(F.col(_HAVE), F.col(_SIZE))
     if policy.later_commit:  # a commit no record ends: complete once a later commit of the source landed
-        latest = marked.agg(F.max("commit").alias(_LATEST))
+        latest = tx.agg(F.max(_COMMIT).alias(_LATEST))  # from the groups: bronze is parsed once
         joined = joined.crossJoin(F.broadcast(latest))
         complete = complete | F.coalesce(F.col(_COMMIT) < F.col(_LATEST), F.lit(False))
     deadline = F.current_timestamp() - F.make_dt_interval(secs=F.lit(policy.timeout_hours * 3600.0))
