@@ -117,7 +117,7 @@ def test_a_transaction_that_never_completes_is_quarantined_after_the_timeout(spa
     rows = spark.read.format("delta").load(str(quarantine)).collect()
     assert sorted(r["transaction_id"] for r in rows) == [f"T{a}"] * n
     assert {r["reason"].split(", the first at")[0] for r in rows} == {
-        f"transaction T{a} incomplete after 0 h: {n} of ? of its changes landed (the last one has not landed)"}
+        f"transaction T{a} incomplete after 0 h: {n} of ? of its changes landed (the record that ends it has not landed)"}
     assert all(r["table_name"] == "hist" and r["bronze_record_id"] for r in rows)
     assert h.gold(spark, after_run.tables_dir(warehouse), "qlik", "hist") == h.expected(without_a)
 
@@ -265,3 +265,130 @@ def test_hold_by_later_commit(spark):
     assert sorted((r.change_id, r._state) for r in waiting.collect()) == [("c3", "pending"), ("c4", "pending")]
     ready, _ = transactions.hold(silver, marks, Transactions())
     assert ready.count() == 0
+
+
+# --- Debezium with provide.transaction.metadata --------------------------------------------------
+
+_DBZ_TABLE = ("keys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: name, type: string}\n"
+              "  - {name: qty, type: int}\n  - {name: price, type: 'decimal(10,2)'}\n")
+
+
+def _dbz_project(tmp_path: Path, extra: str = "") -> Path:
+    cfg = _project(tmp_path, extra, fmt="debezium")
+    (cfg.parent / "tables" / "hist.yml").write_text("name: hist\nsource: q\ntable: dbo.hist\n" + _DBZ_TABLE)
+    return cfg
+
+
+def _with_metadata(changes: list[h.Change], rng: random.Random) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """Per transaction, (its events, its BEGIN and END records) as Debezium writes them with
+    provide.transaction.metadata=true (its SQL Server documentation): each event gets the
+    ``transaction`` block (id = commit LSN, total_order, data_collection_order, here as the strings
+    of the documentation's example or as numbers); the boundary records, payload only or in the
+    JSON converter's schema envelope, count the events (a key change's delete and create are two)."""
+    events: dict[int, list[str]] = {}
+    for c in changes:
+        for line in h.debezium(c):
+            if line == "null":  # a tombstone: not an event of the transaction
+                events.setdefault(c.tx, []).append(line)
+                continue
+            doc = json.loads(line)
+            n = sum(1 for x in events.get(c.tx, []) if x != "null") + 1
+            order = str(n) if rng.random() < 0.5 else n
+            doc["transaction"] = {"id": doc["source"]["commit_lsn"], "total_order": order, "data_collection_order": order}
+            events.setdefault(c.tx, []).append(json.dumps(doc))
+    bounds: dict[int, list[str]] = {}
+    for tx, lines in events.items():
+        tid, n = json.loads(next(x for x in lines if x != "null"))["transaction"]["id"], sum(x != "null" for x in lines)
+        begin = {"status": "BEGIN", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": None, "data_collections": None}
+        end = {"status": "END", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": n,
+               "data_collections": [{"data_collection": "testDB.dbo.hist", "event_count": n}]}
+        bounds[tx] = [json.dumps({"schema": {"type": "struct", "name": "io.debezium.connector.common.TransactionMetadataValue"},
+                                  "payload": b}) if rng.random() < 0.5 else json.dumps(b) for b in (begin, end)]
+    return events, bounds
+
+
+def _run_stream(spark, cfg, warehouse: Path, policy: Transactions, new_file: str) -> after_run.Applied:
+    """One run as the pipeline stores a streaming source: bronze of everything landed, silver
+    appended with the changes of the file landed for this run; then the gold apply."""
+    [table] = cfg.tables
+    decoder = get(table.source.format)
+    tables = after_run.tables_dir(warehouse)
+    decoder.read_bronze(spark, table.source, streaming=False).write.format("delta").mode("overwrite").save(
+        str(tables / table.source.bronze_table))
+    bronze = spark.read.format("delta").load(str(tables / table.source.bronze_table))
+    new = bronze.where(F.col("source_file").endswith(new_file))
+    assert decoder.unrouted(new, table.source, [table]).count() == 0  # BEGIN/END records: not quarantined
+    decoded = decoder.decode(new, table, decoder.columns_for(table, table.source, spark))
+    assert decoded.quarantine.count() == 0, [r.reason for r in decoded.quarantine.collect()]
+    decoded.changes.write.format("delta").mode("append").save(str(tables / table.silver_table))
+    return after_run.apply_table(spark, table, warehouse, policy=policy)
+
+
+def test_debezium_transactions_wait_for_their_end_record_and_every_event(spark, tmp_path):
+    """Debezium with transaction metadata (streaming silver): run 1 lands every event of A but not
+    its END, and B's END but not one of its events: gold shows neither. Run 2 lands them (and a
+    share again): gold equals the whole history, SCD1 and SCD2. A transaction whose END never lands
+    is quarantined past the timeout; turned off, what landed is applied."""
+    cfg = load_pipeline(_dbz_project(tmp_path))
+    rng = random.Random(5)
+    changes = h.history(rng, 6, 36)
+    events, bounds = _with_metadata(changes, rng)
+    a, b = rng.sample(_multi(changes), 2)
+    held_b = next(x for x in events[b] if x != "null")
+    first = [x for tx, lines in events.items() for x in lines if x != held_b]
+    first += [x for tx, lines in bounds.items() for x in (lines if tx != a else lines[:1])]
+    rng.shuffle(first)
+    _land(tmp_path, "events-1.json", first)
+    warehouse, tables = tmp_path / "warehouse", after_run.tables_dir(tmp_path / "warehouse")
+    bronze_skipped = spark.read.text(str(tmp_path / "landing")).where(get("debezium").is_skipped(
+        spark.read.text(str(tmp_path / "landing")))).count()
+    assert bronze_skipped == sum(1 for x in first if x == "null") + 2 * len(bounds) - 1  # tombstones + BEGIN/END
+
+    run1 = _run_stream(spark, cfg, warehouse, cfg.transactions, "events-1.json")
+    assert h.gold(spark, tables, "debezium", "hist") == h.expected([c for c in changes if c.tx not in (a, b)])
+    assert "of 2 incomplete transaction(s) pending" in run1.waiting, run1.waiting
+
+    again = [held_b, bounds[a][1]] + [x for x in first if rng.random() < 0.3]
+    rng.shuffle(again)
+    _land(tmp_path, "events-2.json", again)
+    run2 = _run_stream(spark, cfg, warehouse, cfg.transactions, "events-2.json")
+    assert h.gold(spark, tables, "debezium", "hist") == h.expected(changes)
+    assert run2.waiting == ""
+    assert not (tables / "quarantine_hist_transactions").exists()
+
+
+def test_debezium_transaction_without_end_is_quarantined_and_without_transaction_topic_nothing_waits(spark, tmp_path):
+    cfg = load_pipeline(_dbz_project(tmp_path))
+    rng = random.Random(9)
+    changes = h.history(rng, 5, 20)
+    events, bounds = _with_metadata(changes, rng)
+    z = changes[-1].tx  # the last transaction's END comes late (Debezium writes it after the next one starts)
+    _land(tmp_path, "events-1.json", [x for lines in events.values() for x in lines]
+          + [x for tx, lines in bounds.items() for x in (lines if tx != z else lines[:1])])
+    warehouse, tables = tmp_path / "warehouse", after_run.tables_dir(tmp_path / "warehouse")
+    run1 = _run_stream(spark, cfg, warehouse, Transactions(timeout_hours=0), "events-1.json")
+    n = sum(1 for c in changes if c.tx == z)
+    n_events = sum(1 for x in events[z] if x != "null")
+    assert f"{n_events} changes of 1 transaction(s) incomplete past 0 h -> quarantine_hist_transactions" in run1.waiting
+    rows = spark.read.format("delta").load(str(tables / "quarantine_hist_transactions")).collect()
+    tid = json.loads(bounds[z][0]).get("payload", json.loads(bounds[z][0]))["id"]
+    assert {r["transaction_id"] for r in rows} == {tid} and len(rows) == n_events
+    assert {r["reason"].split(", the first at")[0] for r in rows} == {
+        f"transaction {tid} incomplete after 0 h: {n_events} of ? of its changes landed (the record that ends it "
+        "has not landed)"}
+    assert h.gold(spark, tables, "debezium", "hist") == h.expected([c for c in changes if c.tx != z])
+    assert n >= 1
+
+    off = _run_stream(spark, cfg, warehouse, Transactions(whole=False), "none")  # off: the held ones are applied
+    assert (off.changes, off.waiting) == (n_events, "")
+    assert h.gold(spark, tables, "debezium", "hist") == h.expected(changes)
+    assert not (tables / "quarantine_hist_transactions").exists()
+
+    # A source without the transaction topic: the blocks alone say nothing of where a transaction ends.
+    plain = tmp_path / "plain"
+    cfg2 = load_pipeline(_dbz_project(plain))
+    _land(plain, "events-1.json", [x for tx, lines in events.items() for x in lines if tx != z])
+    run = _run_stream(spark, cfg2, plain / "warehouse", Transactions(), "events-1.json")
+    assert run.waiting == ""
+    assert h.gold(spark, after_run.tables_dir(plain / "warehouse"), "debezium", "hist") == h.expected(
+        [c for c in changes if c.tx != z])

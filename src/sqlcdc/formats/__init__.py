@@ -204,7 +204,9 @@ class Decoder(ABC):
         (:mod:`sqlcdc.gold.transactions`): one row per landed change record of ``source`` -- every
         table, onboarded or not, since a transaction spans them -- with ``transaction_id`` (string),
         ``position`` (bigint, the record's place in its transaction, from 1), ``last`` (boolean, the
-        record ends its transaction; NULL under ``transaction_end = "later_commit"``), ``commit``
+        record ends its transaction; NULL under ``transaction_end = "later_commit"``), optionally
+        ``size`` (bigint: the transaction's number of places, stated by a record that is no change
+        and has no ``position``, e.g. Debezium's END), ``commit``
         (string ordered as the commit order, e.g. 20 hex digits of the commit LSN; NULL unless
         ``"later_commit"``) and ``landed`` (timestamp, bronze ingest time). ``bronze`` is the
         source's stored bronze, read as a batch. Default None: the producer marks no transaction end,

@@ -59,7 +59,7 @@ from pyspark.sql import functions as F
 
 from sqlcdc import dlt_meta, lsn, model, names
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
-from sqlcdc.formats import Decoded, Decoder
+from sqlcdc.formats import Decoded, Decoder, _debezium_tx
 from sqlcdc.formats.base import one_json_value, read_text_lines, record_id
 from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, typed_struct
 
@@ -82,7 +82,7 @@ _SOURCE_FIELDS = (
 _PAYLOAD_DDL = (
     "before map<string,string>, after map<string,string>, "
     f"source struct<{', '.join(f'`{f}`: string' for f in _SOURCE_FIELDS)}>, "
-    "op string, ts_ms string, transaction struct<id: string>"
+    "op string, ts_ms string, transaction struct<id: string, total_order: string>"
 )
 
 # --- Kafka Connect schema -> ColumnSpec -------------------------------------------------------
@@ -159,7 +159,8 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
 
 
 def is_skipped(bronze: DataFrame | None = None) -> Column:
-    """Tombstones: blank line, ``null``, or ``{"payload": null}`` with at most a ``schema`` beside it.
+    """Tombstones: blank line, ``null``, or ``{"payload": null}`` with at most a ``schema`` beside it;
+    and the BEGIN/END records of the transaction topic (:mod:`sqlcdc.formats._debezium_tx`).
 
     Only those: an object with any other field (an event without ``op`` whose text merely contains
     ``"payload"``) is an event that does not read, and is quarantined with the reason.
@@ -172,7 +173,8 @@ def is_skipped(bronze: DataFrame | None = None) -> Column:
         & F.array_contains(keys, "payload") & (F.size(F.array_except(keys, F.array(F.lit("schema"), F.lit("payload")))) == 0)
         & env["payload"].isNull() & one_json_value(F.col("value"))
     )
-    return F.col("value").isNull() | (v == "") | (v == "null") | F.coalesce(null_payload, F.lit(False))
+    return (F.col("value").isNull() | (v == "") | (v == "null") | F.coalesce(null_payload, F.lit(False))
+            | _debezium_tx.is_boundary(F.col("value")))
 
 
 # --- envelope parsing ----------------------------------------------------------------------------
@@ -454,6 +456,15 @@ class Debezium(Decoder):
     def config_column(self, column: dict, ordinal: int) -> ColumnSpec:
         """A Connect type or logical name, ``decimal(p,s)`` (Connect Decimal) or a Spark SQL type."""
         return spec_from_config(column)
+
+    def transaction_marks(self, bronze: DataFrame, source: SourceConfig) -> DataFrame | None:
+        """The ``transaction`` blocks of the events and the END records of the transaction topic
+        (:mod:`sqlcdc.formats._debezium_tx`); None when no BEGIN/END record has landed in the
+        source (the transaction topic is not landed: nothing says where a transaction ends)."""
+        if not _debezium_tx.has_boundaries(bronze):
+            return None
+        events = _parsed(bronze).where(~is_skipped() & F.col("_envelope_error").isNull())
+        return _debezium_tx.marks(events, bronze)
 
 
 DECODER = Debezium()

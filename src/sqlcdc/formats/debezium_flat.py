@@ -185,5 +185,8 @@ class DebeziumFlattened(dbz.Debezium):
     def dlt_meta_select(self, table: TableConfig, columns: list[dict]) -> tuple[list[str], list[str]] | None:
         return None  # dlt-meta's mapping reads the full envelope only
 
+    def transaction_marks(self, bronze: DataFrame, source: SourceConfig) -> DataFrame | None:
+        return None  # the SMT keeps no transaction block (total_order): nothing says a transaction is whole
+
 
 DECODER = DebeziumFlattened()

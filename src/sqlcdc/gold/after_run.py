@@ -253,11 +253,19 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
                 incremental.merge_scd2(spark, target, changes, spec, deletion_vectors=table.deletion_vectors))
 
     if streaming:
-        _apply_stream(spark, silver_path, state, columns, keys, merge, result)
+        marks = _marks(spark, table, warehouse, policy)
+        if marks is None and not _is_delta(state / "held"):
+            _apply_stream(spark, silver_path, state, lambda batch: _merge_counted(
+                changes_of(batch, columns, keys), merge, result))
+        else:  # new changes join the held ones; the complete ones are applied, the rest held again
+            _apply_stream(spark, silver_path, state, lambda batch: batch.write.format("delta").mode("append").save(
+                str(state / "held")))
+            _apply_held(spark, table, warehouse, state / "held", marks, policy, lambda ready: _merge_counted(
+                changes_of(ready, columns, keys), merge, result), result)
     elif len(parts) == 1:
         # Unapplied first: the transaction check then joins only what gold has not taken yet.
-        new = _whole_transactions(spark, table, warehouse, _unapplied(spark, silver, "change_id", state),
-                                  policy, result)
+        new, _ = _whole_transactions(spark, table, warehouse, _unapplied(spark, silver, "change_id", state),
+                                     _marks(spark, table, warehouse, policy), policy, result)
         _apply_new_ids(changes_of(new, columns, keys), state, merge, result)
     else:
         union = handoff.merged(silvers, lambda s: changes_of(s, columns, keys), keys)
@@ -276,21 +284,13 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     return result
 
 
-def _apply_stream(spark: SparkSession, silver_path: Path, state: Path, columns: list[str], keys: list[str],
-                  merge: Callable[[DataFrame], None], result: Applied) -> None:
-    """Streaming silver: every micro-batch appended since the checkpoint, merged in order."""
+def _apply_stream(spark: SparkSession, silver_path: Path, state: Path, sink: Callable[[DataFrame], None]) -> None:
+    """Streaming silver: every micro-batch of silver rows appended since the checkpoint, in order,
+    to ``sink``."""
     (state / "silver.json").write_text(json.dumps({"id": _table_id(spark, silver_path)}))
-
-    def on_batch(batch: DataFrame, _batch_id: int) -> None:
-        changes = changes_of(batch, columns, keys).localCheckpoint(eager=True)
-        n = changes.count()
-        if n:
-            merge(changes)
-            result.changes += n
-
     query = (
         spark.readStream.format("delta").load(str(silver_path))
-        .writeStream.foreachBatch(on_batch)
+        .writeStream.foreachBatch(lambda batch, _batch_id: sink(batch))
         .option("checkpointLocation", str(state / "checkpoint"))
         .trigger(availableNow=True)
         .start()
@@ -298,23 +298,54 @@ def _apply_stream(spark: SparkSession, silver_path: Path, state: Path, columns: 
     query.awaitTermination()
 
 
-def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path, silver: DataFrame,
-                        policy: Transactions, result: Applied) -> DataFrame:
-    """``silver`` without the changes of incomplete transactions (:mod:`sqlcdc.gold.transactions`),
-    when the policy says so and the producer marks transaction ends; the expired ones rewritten into
-    the table's transaction quarantine. A producer that never marks a transaction's end (CES) is
-    held only with ``later_commit``. Only for recomputed silver: a streaming silver's producers
-    (Debezium) give no marks yet."""
+def _merge_counted(changes: DataFrame, merge: Callable[[DataFrame], None], result: Applied) -> None:
+    changes = changes.localCheckpoint(eager=True)
+    n = changes.count()
+    if n:
+        merge(changes)
+        result.changes += n
+
+
+def _apply_held(spark: SparkSession, table: TableConfig, warehouse: Path, held: Path, marks: DataFrame | None,
+                policy: Transactions, apply: Callable[[DataFrame], None], result: Applied) -> None:
+    """Streaming silver under whole-transaction apply: ``held`` (the run state's silver rows not
+    applied yet: the new ones and those still waiting) checked against the marks; the ready ones
+    applied, the waiting ones written back. Applied before the write-back: a run killed in between
+    applies them again, which merging tolerates. With no marks (turned off), all are applied."""
+    if not _is_delta(held):
+        return
+    rows = spark.read.format("delta").load(str(held)).dropDuplicates(["change_id"])
+    ready, waiting = _whole_transactions(spark, table, warehouse, rows, marks, policy, result)
+    apply(ready)
+    if waiting is None:
+        shutil.rmtree(held, ignore_errors=True)
+    else:
+        waiting.select(*rows.columns).write.format("delta").mode("overwrite").save(str(held))
+
+
+def _marks(spark: SparkSession, table: TableConfig, warehouse: Path, policy: Transactions) -> DataFrame | None:
+    """The source's transaction marks when the policy holds changes of incomplete transactions and
+    the producer marks transaction ends (a producer that never marks an end, CES, only with
+    ``later_commit``); else None."""
     bronze = tables_dir(warehouse) / table.source.bronze_table
     decoder = formats.get(table.source.format)
-    quarantine = tables_dir(warehouse) / transactions.quarantine_table(table)
     wanted = policy.whole and _is_delta(bronze) and (decoder.transaction_end != "later_commit" or policy.later_commit)
-    marks = decoder.transaction_marks(spark.read.format("delta").load(str(bronze)), table.source) if wanted else None
+    return decoder.transaction_marks(spark.read.format("delta").load(str(bronze)), table.source) if wanted else None
+
+
+def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path, silver: DataFrame,
+                        marks: DataFrame | None, policy: Transactions,
+                        result: Applied) -> tuple[DataFrame, DataFrame | None]:
+    """(ready, waiting): ``silver`` split by ``marks`` (of :func:`_marks`; None: all are ready and
+    nothing waits) into the changes of complete transactions and those of incomplete ones
+    (:mod:`sqlcdc.gold.transactions`, materialized); the expired ones rewritten into the table's
+    transaction quarantine."""
+    quarantine = tables_dir(warehouse) / transactions.quarantine_table(table)
     if marks is None:
         if _is_delta(quarantine):  # turned off: nothing is held, so nothing is quarantined
             spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
             shutil.rmtree(quarantine, ignore_errors=True)
-        return silver
+        return silver, None
     ready, waiting = transactions.split(
         transactions.classify(silver, marks, policy).localCheckpoint(eager=True), silver.columns)
     counts = transactions.summary(waiting)
@@ -323,7 +354,7 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
         transactions.expired_rows(waiting, policy).write.format("delta").mode("overwrite").option(
             "overwriteSchema", "true").save(str(quarantine))
         _register_at(spark, transactions.quarantine_table(table), quarantine)
-    return ready
+    return ready, waiting
 
 
 def _unapplied(spark: SparkSession, changes: DataFrame, id_column: str, state: Path) -> DataFrame:

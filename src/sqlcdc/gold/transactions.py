@@ -3,14 +3,16 @@
 A producer that says where its transactions end gives, through its decoder's
 :meth:`~sqlcdc.formats.Decoder.transaction_marks`, one mark per landed change record of the source
 (every table of it: a transaction spans tables, onboarded or not): the transaction id, the record's
-place in the transaction and whether it is the last one. Qlik Replicate does (``transactionId``,
-``transactionEventCounter``, ``transactionLastEvent``). CES marks each event's commit LSN but
-never says where a commit ends: with ``transactions.later_commit`` a commit counts as complete once
-a later commit of the source has landed. The other producers give no marks yet, so their changes
-are applied as they land.
+place in the transaction and whether it is the last one (or, in a record that is no change, the
+transaction's size). Qlik Replicate does (``transactionId``, ``transactionEventCounter``,
+``transactionLastEvent``); so does Debezium with ``provide.transaction.metadata`` (each event's
+``transaction.total_order``, the END record's ``event_count``). CES marks each event's commit LSN
+but never says where a commit ends: with ``transactions.later_commit`` a commit counts as complete
+once a later commit of the source has landed. The other producers give no marks yet, so their
+changes are applied as they land.
 
-A transaction is **complete** once its last record has landed and as many distinct places as that
-record's counter (duplicates count once). Before each apply, :func:`hold` splits the table's silver
+A transaction is **complete** once its size is known (its last record, or its END, has landed) and
+as many distinct places have landed (duplicates count once). Before each apply, :func:`hold` splits the table's silver
 changes:
 
 - **ready**: changes of a complete transaction, or of no marked transaction (a full load, a change
@@ -63,16 +65,19 @@ def _complete(have: Column, size: Column) -> Column:
 
 def classify(silver: DataFrame, marks: DataFrame, policy: Transactions) -> DataFrame:
     """``silver`` with ``_state`` (``ready``, ``pending`` or ``expired``; see the module doc),
-    ``_have`` (distinct places landed), ``_size`` (the last record's counter, NULL while it has not
-    landed), ``_first_landed`` and ``_commit`` (the marks' ``commit``, optional in ``marks``): one
+    ``_have`` (distinct places landed), ``_size`` (the marks' ``size`` -- a record that states the
+    transaction's size without being one of its places, as Debezium's END -- else the last record's
+    counter; NULL while neither has landed), ``_first_landed`` and ``_commit`` (the marks' ``commit``;
+    ``size`` and ``commit`` are optional in ``marks``): one
     frame, to be materialized once and split by ``_state``. With ``policy.later_commit``, a
     transaction with a ``commit`` is also complete once a mark of a later ``commit`` has landed."""
     marked = marks.where(F.col("transaction_id").isNotNull())
-    if "commit" not in marked.columns:
-        marked = marked.withColumn("commit", F.lit(None).cast("string"))
+    for name, kind in (("commit", "string"), ("size", "bigint")):
+        if name not in marked.columns:
+            marked = marked.withColumn(name, F.lit(None).cast(kind))
     tx = marked.groupBy(F.col("transaction_id").alias(_TX)).agg(
         F.count_distinct("position").alias(_HAVE),
-        F.max(F.when(F.col("last"), F.col("position"))).alias(_SIZE),
+        F.coalesce(F.max("size"), F.max(F.when(F.col("last"), F.col("position")))).alias(_SIZE),
         F.min("landed").alias(_FIRST),
         F.max("commit").alias(_COMMIT),
     )
@@ -153,7 +158,8 @@ def expired_rows(waiting: DataFrame, policy: Transactions) -> DataFrame:
         "transaction %s incomplete after %s h: %d of %s of its changes landed (%s), the first at %s; "
         "its changes are not applied",
         F.col("transaction_id"), hours, F.col(_HAVE), F.coalesce(F.col(_SIZE).cast("string"), F.lit("?")),
-        F.when(F.col(_SIZE).isNull(), F.lit("the last one has not landed")).otherwise(F.lit("some in between are missing")),
+        F.when(F.col(_SIZE).isNull(), F.lit("the record that ends it has not landed"))
+        .otherwise(F.lit("some in between are missing")),
         first,
     )
     unconfirmed = F.format_string(
