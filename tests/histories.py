@@ -4,7 +4,9 @@
 One history per producer (seeded): inserts, updates (some to the same values, some changing the
 primary key), deletes and re-inserts of a few keys, in transactions of one to three changes. Each
 producer renders it its own way -- Debezium events (a key change as one update or as a delete and
-a create; a tombstone after some deletes), the same flattened by ExtractNewRecordState, change-table rows (an update is two rows, 3 and 4, that
+a create; a tombstone after some deletes), the same with transaction metadata and the transaction
+topic's BEGIN/END records (``debezium_tx``: gold holds a transaction until all of it has landed),
+the same flattened by ExtractNewRecordState, change-table rows (an update is two rows, 3 and 4, that
 may land in different files and runs; a key change a 3/4 pair or a delete and an insert), CES
 CloudEvents (some cut into segments that land apart; updates with or without their old image, a key
 change as a delete and an insert), Qlik data messages bare or wrapped (``atMSG``, routed by
@@ -153,6 +155,34 @@ def debezium_flat(c: Change) -> list[str]:
     return [flatten(x, with_schema=c.form > 0.7) for x in lines]
 
 
+def debezium_with_metadata(changes: list[Change], rng: random.Random) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """Per transaction, (its events, its BEGIN and END records) as Debezium writes them with
+    provide.transaction.metadata=true (its SQL Server documentation): each event gets the
+    ``transaction`` block (id = commit LSN, total_order, data_collection_order, here as the strings
+    of the documentation's example or as numbers); the boundary records, payload only or in the
+    JSON converter's schema envelope, count the events (a key change's delete and create are two)."""
+    events: dict[int, list[str]] = {}
+    for c in changes:
+        for line in debezium(c):
+            if line == "null":  # a tombstone: not an event of the transaction
+                events.setdefault(c.tx, []).append(line)
+                continue
+            doc = json.loads(line)
+            n = sum(1 for x in events.get(c.tx, []) if x != "null") + 1
+            order = str(n) if rng.random() < 0.5 else n
+            doc["transaction"] = {"id": doc["source"]["commit_lsn"], "total_order": order, "data_collection_order": order}
+            events.setdefault(c.tx, []).append(json.dumps(doc))
+    bounds: dict[int, list[str]] = {}
+    for tx, lines in events.items():
+        tid, n = json.loads(next(x for x in lines if x != "null"))["transaction"]["id"], sum(x != "null" for x in lines)
+        begin = {"status": "BEGIN", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": None, "data_collections": None}
+        end = {"status": "END", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": n,
+               "data_collections": [{"data_collection": "testDB.dbo.hist", "event_count": n}]}
+        bounds[tx] = [json.dumps({"schema": {"type": "struct", "name": "io.debezium.connector.common.TransactionMetadataValue"},
+                                  "payload": b}) if rng.random() < 0.5 else json.dumps(b) for b in (begin, end)]
+    return events, bounds
+
+
 def cdc_ct(c: Change) -> list[str]:
     def row(op: int, image: dict, key: int, sub: int = 0) -> str:
         return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
@@ -223,6 +253,9 @@ def records(producer: str, changes: list[Change], rng: random.Random) -> list[st
     last = {}
     for c in changes:
         last[c.tx] = max(last.get(c.tx, 0), c.pos)
+    if producer == "debezium_tx":  # with provide.transaction.metadata: the events and the transaction topic
+        events, bounds = debezium_with_metadata(changes, rng)
+        return [x for lines in events.values() for x in lines] + [x for lines in bounds.values() for x in lines]
     out: list[str] = []
     for c in changes:
         if producer == "debezium":
@@ -246,6 +279,7 @@ SOURCES = {  # producer -> (source, table, file name pattern: run, file)
     "cdc_ct": ("h_ct", "h_ct_hist", "cdc.dbo_hist_CT_{r}_{f}.jsonl"),
     "ces": ("h_ces", "h_ces_hist", "part-{r}-{f}.json"),
     "qlik": ("h_qlik", "h_qlik_hist", "part-{r}-{f}.jsonl"),
+    "debezium_tx": ("h_dbztx", "h_dbztx_hist", "events-{r}-{f}.json"),  # whole-transaction apply (held)
 }
 
 
@@ -285,9 +319,10 @@ def write_config(base: Path, only: set[str]) -> Path:
         landing = base / "landing" / source
         landing.mkdir(parents=True, exist_ok=True)
         opts = "    options: {serialization: json}\n" if producer == "ces" else ""
-        sources += f"  {source}:\n    format: {producer}\n    landing: {landing}\n{opts}"
+        fmt = "debezium" if producer == "debezium_tx" else producer
+        sources += f"  {source}:\n    format: {fmt}\n    landing: {landing}\n{opts}"
         body = f"name: {table}\nsource: {source}\ntable: dbo.hist\n"
-        if producer in ("debezium", "debezium_flat", "cdc_ct"):
+        if producer in ("debezium", "debezium_tx", "debezium_flat", "cdc_ct"):
             body += ("keys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: name, type: string}\n"
                      "  - {name: qty, type: int}\n  - {name: price, type: 'decimal(10,2)'}\n")
         elif producer == "ces":

@@ -279,34 +279,6 @@ def _dbz_project(tmp_path: Path, extra: str = "") -> Path:
     return cfg
 
 
-def _with_metadata(changes: list[h.Change], rng: random.Random) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
-    """Per transaction, (its events, its BEGIN and END records) as Debezium writes them with
-    provide.transaction.metadata=true (its SQL Server documentation): each event gets the
-    ``transaction`` block (id = commit LSN, total_order, data_collection_order, here as the strings
-    of the documentation's example or as numbers); the boundary records, payload only or in the
-    JSON converter's schema envelope, count the events (a key change's delete and create are two)."""
-    events: dict[int, list[str]] = {}
-    for c in changes:
-        for line in h.debezium(c):
-            if line == "null":  # a tombstone: not an event of the transaction
-                events.setdefault(c.tx, []).append(line)
-                continue
-            doc = json.loads(line)
-            n = sum(1 for x in events.get(c.tx, []) if x != "null") + 1
-            order = str(n) if rng.random() < 0.5 else n
-            doc["transaction"] = {"id": doc["source"]["commit_lsn"], "total_order": order, "data_collection_order": order}
-            events.setdefault(c.tx, []).append(json.dumps(doc))
-    bounds: dict[int, list[str]] = {}
-    for tx, lines in events.items():
-        tid, n = json.loads(next(x for x in lines if x != "null"))["transaction"]["id"], sum(x != "null" for x in lines)
-        begin = {"status": "BEGIN", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": None, "data_collections": None}
-        end = {"status": "END", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": n,
-               "data_collections": [{"data_collection": "testDB.dbo.hist", "event_count": n}]}
-        bounds[tx] = [json.dumps({"schema": {"type": "struct", "name": "io.debezium.connector.common.TransactionMetadataValue"},
-                                  "payload": b}) if rng.random() < 0.5 else json.dumps(b) for b in (begin, end)]
-    return events, bounds
-
-
 def _run_stream(spark, cfg, warehouse: Path, policy: Transactions, new_file: str) -> after_run.Applied:
     """One run as the pipeline stores a streaming source: bronze of everything landed, silver
     appended with the changes of the file landed for this run; then the gold apply."""
@@ -332,7 +304,7 @@ def test_debezium_transactions_wait_for_their_end_record_and_every_event(spark, 
     cfg = load_pipeline(_dbz_project(tmp_path))
     rng = random.Random(5)
     changes = h.history(rng, 6, 36)
-    events, bounds = _with_metadata(changes, rng)
+    events, bounds = h.debezium_with_metadata(changes, rng)
     a, b = rng.sample(_multi(changes), 2)
     held_b = next(x for x in events[b] if x != "null")
     first = [x for tx, lines in events.items() for x in lines if x != held_b]
@@ -356,12 +328,28 @@ def test_debezium_transactions_wait_for_their_end_record_and_every_event(spark, 
     assert run2.waiting == ""
     assert not (tables / "quarantine_hist_transactions").exists()
 
+    # SCD2: a transaction's versions share its commit point, so the table as of any commit C is the
+    # versions started at or before C and not ended by then (docs/transactions.md).
+    scd2 = spark.read.format("delta").load(str(tables / "gold_hist_scd2"))
+    for c in (x for x in changes if x.tx in (a, b)):  # opened (not by a no-op update) and closed there
+        if c.op == "INSERT" or (c.op == "UPDATE" and (c.old_key is not None or c.after != c.before)):
+            assert scd2.where((F.col("id") == c.key) & (F.upper("__START_AT.commit_lsn") == h.commit_hex(c))).count() == 1
+        if c.op == "DELETE" or c.old_key is not None:
+            assert scd2.where((F.col("id") == c.before_key) & (F.upper("__END_AT.commit_lsn") == h.commit_hex(c))).count() == 1
+    for commit in rng.sample(sorted({c.tx for c in changes}), 4):
+        lsn = h.commit_hex(next(c for c in changes if c.tx == commit))
+        as_of = scd2.where((F.upper("__START_AT.commit_lsn") <= lsn) & (
+            F.col("__END_AT").isNull() | (F.upper("__END_AT.commit_lsn") > lsn))).collect()
+        got = sorted(((r["id"], r["name"], r["qty"], None if r["price"] is None else f"{r['price']:.2f}") for r in as_of),
+                     key=h.ref._sort_key)
+        assert got == h.expected([c for c in changes if c.tx <= commit])[0], commit
+
 
 def test_debezium_transaction_without_end_is_quarantined_and_without_transaction_topic_nothing_waits(spark, tmp_path):
     cfg = load_pipeline(_dbz_project(tmp_path))
     rng = random.Random(9)
     changes = h.history(rng, 5, 20)
-    events, bounds = _with_metadata(changes, rng)
+    events, bounds = h.debezium_with_metadata(changes, rng)
     z = changes[-1].tx  # the last transaction's END comes late (Debezium writes it after the next one starts)
     _land(tmp_path, "events-1.json", [x for lines in events.values() for x in lines]
           + [x for tx, lines in bounds.items() for x in (lines if tx != z else lines[:1])])
