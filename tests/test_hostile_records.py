@@ -228,6 +228,15 @@ DBZ_CASES = [
     Case("debezium", "a table not onboarded (other schema)", dbz(93, source={"schema": "sales"}),
          "no onboarded table for sales.items in source"),
     Case("debezium", "null payload beside another field", '{"schema": null, "payload": null, "op": "d"}', "missing `payload.source`"),
+    # transaction-topic BEGIN/END records are skipped; only those (status BEGIN/END, an id, no op)
+    Case("debezium", "an event with status END and an id beside op", json.dumps({**dbz_doc(94), "status": "END", "id": "x"}),
+         after=dbz_typed(94)),
+    Case("debezium", "END without an id", '{"status": "END", "event_count": 2}', "missing `payload` (and no payload-only fields"),
+    Case("debezium", "status COMMIT", '{"status": "COMMIT", "id": "00000025:00000d08:0025"}', "missing `payload` (and no payload"),
+    Case("debezium", "END nested 5000 levels", '{"status": "END", "id": "x", "data_collections": ' + DEEP + "}",
+         debezium.NOT_JSON),
+    Case("debezium", "END and a second document", '{"status": "END", "id": "x"}{"status": "END", "id": "y"}',
+         "more than one JSON document on one line"),
 ]
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sqlcdc.formats.base import one_json_value
+
 STATUSES = ("BEGIN", "END")
 _BOUNDARY_DDL = "status string, id string, event_count string, op string"
 
@@ -36,12 +38,14 @@ def _boundary_fields(value: Column) -> Column:
 
 def is_boundary(value: Column) -> Column:
     """A BEGIN or END record of the transaction topic: ``status`` BEGIN/END, an ``id``, no ``op``
-    (at the top or under ``payload``). The text tests run first: other records skip the parses."""
+    (at the top or under ``payload``), one JSON document that reads. The text tests run first:
+    other records skip the parses."""
     v = F.trim(value)
     b = _boundary_fields(value)
     return F.coalesce(
         v.startswith("{") & v.contains('"status"') & (v.contains('"BEGIN"') | v.contains('"END"'))
-        & b["status"].isin(*STATUSES) & b["id"].isNotNull() & b["op"].isNull(),
+        & b["status"].isin(*STATUSES) & b["id"].isNotNull() & b["op"].isNull()
+        & F.try_parse_json(value).isNotNull() & one_json_value(value),  # else quarantined, saying why
         F.lit(False),
     )
 
