@@ -1,6 +1,9 @@
-"""Benchmark: what whole-transaction apply (``transactions.whole``) adds to a Qlik table's gold apply.
+"""Benchmark: what whole-transaction apply (``transactions.whole``) adds to a table's gold apply.
 
-Lands ``--changes`` Qlik Replicate changes over ``--keys`` keys (tests/histories.py's random history:
+Lands ``--changes`` changes over ``--keys`` keys as ``--producer`` writes them -- Qlik Replicate
+(recomputed silver), Debezium with transaction metadata and the transaction topic's BEGIN/END
+(``debezium_tx``: streaming silver, the held rows), or plain Debezium (``debezium``: no transaction
+topic, so nothing waits; the cost is the scan that finds no BEGIN/END) -- (tests/histories.py's random history:
 transactions of 1-3 changes, every one complete), writes bronze and silver once, then times, on the
 same Spark session and the same silver, :func:`sqlcdc.gold.after_run.apply_table` with
 ``transactions.whole`` off and on, alternating, best of ``--repeat``:
@@ -17,6 +20,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_transactions.py                   # 20,000 changes
     .venv/bin/python benchmarks/bench_transactions.py --changes 5000 --repeat 1
+    .venv/bin/python benchmarks/bench_transactions.py --producer debezium_tx
 """
 
 from __future__ import annotations
@@ -53,25 +57,29 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--producer", choices=("qlik", "debezium_tx", "debezium"), default="qlik")
     args = ap.parse_args()
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_tx_"))
     shutil.rmtree(work, ignore_errors=True)
     (work / "config" / "tables").mkdir(parents=True)
     (work / "landing").mkdir()
+    fmt = "qlik" if args.producer == "qlik" else "debezium"
     (work / "config" / "pipeline.yml").write_text(
-        f"name: bench_tx\nsources:\n  q: {{format: qlik, landing: {work / 'landing'}}}\n")
-    (work / "config" / "tables" / "hist.yml").write_text("name: hist\nsource: q\ntable: dbo.hist\n")
+        f"name: bench_tx\nsources:\n  q: {{format: {fmt}, landing: {work / 'landing'}}}\n")
+    columns = ("" if fmt == "qlik" else "keys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: name, type: string}\n"
+               "  - {name: qty, type: int}\n  - {name: price, type: 'decimal(10,2)'}\n")
+    (work / "config" / "tables" / "hist.yml").write_text("name: hist\nsource: q\ntable: dbo.hist\n" + columns)
     rng = random.Random(args.seed)
     changes = h.history(rng, args.keys, args.changes)
-    lines = [h.QLIK_METADATA] + h.records("qlik", changes, rng)
+    lines = ([h.QLIK_METADATA] if fmt == "qlik" else []) + h.records(args.producer, changes, rng)
     (work / "landing" / "part-1.jsonl").write_text("\n".join(lines) + "\n")
 
     spark = local_spark(app_name="bench-transactions", extra={"spark.sql.shuffle.partitions": "4"})
     spark.sparkContext.setLogLevel("ERROR")
     cfg = load_pipeline(work / "config" / "pipeline.yml")
     [table] = cfg.tables
-    decoder = get("qlik")
+    decoder = get(fmt)
     tables = after_run.tables_dir(work / "warehouse")
     bronze_path, silver_path = str(tables / table.source.bronze_table), str(tables / table.silver_table)
     decoder.read_bronze(spark, table.source, streaming=False).write.format("delta").save(bronze_path)
@@ -80,13 +88,14 @@ def main() -> int:
     decoded.changes.write.format("delta").save(silver_path)
     n_silver = spark.read.format("delta").load(silver_path).count()
     n_tx = len({c.tx for c in changes})
-    print(f"{len(changes):,} Qlik changes in {n_tx:,} transactions over {args.keys:,} keys "
+    print(f"{len(changes):,} {args.producer} changes in {n_tx:,} transactions over {args.keys:,} keys "
           f"({n_silver:,} silver rows); Spark {spark.version}, master {spark.sparkContext.master}; "
           f"best of {args.repeat}; workdir {work}")
 
     def floor() -> None:
         text = spark.read.text(str(work / "landing"))
-        text.select(F.from_json("value", "headers struct<transactionId:string>").alias("v")).write.format(
+        text.select(F.from_json("value", "headers struct<transactionId:string>, transaction struct<id:string>").alias(
+            "v")).write.format(
             "noop").mode("overwrite").save()
 
     best: dict[tuple[str, bool], float] = {}

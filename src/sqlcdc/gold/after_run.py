@@ -336,13 +336,13 @@ def _marks(spark: SparkSession, table: TableConfig, warehouse: Path, policy: Tra
 def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path, silver: DataFrame,
                         marks: DataFrame | None, policy: Transactions,
                         result: Applied) -> tuple[DataFrame, DataFrame | None]:
-    """(ready, waiting): ``silver`` split by ``marks`` (of :func:`_marks`; None: all are ready and
-    nothing waits) into the changes of complete transactions and those of incomplete ones
+    """(ready, waiting): ``silver`` split by ``marks`` (of :func:`_marks`; None, or no ``silver``
+    row: all are ready and nothing waits) into the changes of complete transactions and those of incomplete ones
     (:mod:`sqlcdc.gold.transactions`, materialized); the expired ones rewritten into the table's
     transaction quarantine."""
     quarantine = tables_dir(warehouse) / transactions.quarantine_table(table)
-    if marks is None:
-        if _is_delta(quarantine):  # turned off: nothing is held, so nothing is quarantined
+    if marks is None or silver.isEmpty():  # the marks (a bronze parse) only when a change may wait
+        if _is_delta(quarantine):  # turned off, or nothing unapplied: nothing waits, nothing is quarantined
             spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
             shutil.rmtree(quarantine, ignore_errors=True)
         return silver, None
