@@ -78,14 +78,4 @@ def test_the_cases_are_distinct():
 
 @pytest.mark.parametrize("case", CASES, ids=[c.kind for c in CASES])
 def test_flattened_record_lands_in_the_expected_place(outcomes, case):
-    places = outcomes[case.record]
-    assert len(places) == 1, f"{case.kind}: in {len(places)} places: {places}"
-    place, what = places[0]
-    if case.place == "quarantine":
-        assert place == "quarantine", f"{case.kind}: reached silver: {what}"
-        assert case.reason in what, f"{case.kind}: reason {what!r}"
-    else:
-        assert place == "silver", f"{case.kind}: quarantined: {what}"
-        assert what.after.asDict() == case.after
-        if case.sequence is not None:
-            assert what.sequence.asDict() == case.sequence
+    hr.assert_in_place(outcomes[case.record], case)

@@ -615,7 +615,11 @@ def test_the_corpus_is_well_formed():
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.producer}: {c.kind}" for c in CASES])
 def test_record_lands_in_the_expected_place(decoded, case):
-    places = decoded(case.producer)[0][case.record]
+    assert_in_place(decoded(case.producer)[0][case.record], case)
+
+
+def assert_in_place(places: list[tuple[str, Any]], case: Case) -> None:
+    """``places`` (of :func:`_outcomes`, for ``case.record``) is exactly the case's expected one."""
     assert len(places) == 1, f"{case.kind}: in {len(places)} places: {places}"
     place, what = places[0]
     if case.place == "quarantine":

@@ -36,17 +36,23 @@ def _land(tmp_path: Path, name: str, lines: list[str]) -> None:
     (tmp_path / "landing" / name).write_text("\n".join(lines) + "\n")
 
 
-def _run(spark, cfg, warehouse: Path, policy: Transactions) -> after_run.Applied:
-    """One run's bronze and silver (as the pipeline stores them), then the gold apply."""
+def _run(spark, cfg, warehouse: Path, policy: Transactions, new_file: str | None = None) -> after_run.Applied:
+    """One run's bronze (everything landed) and silver as the pipeline stores them -- recomputed
+    from all of bronze, or with ``new_file`` (a streaming source) appended with that file's
+    changes -- then the gold apply."""
     [table] = cfg.tables
     decoder = get(table.source.format)
     tables = after_run.tables_dir(warehouse)
     decoder.read_bronze(spark, table.source, streaming=False).write.format("delta").mode("overwrite").save(
         str(tables / table.source.bronze_table))
     bronze = spark.read.format("delta").load(str(tables / table.source.bronze_table))
+    if new_file is not None:
+        bronze = bronze.where(F.col("source_file").endswith(new_file))
+        assert decoder.unrouted(bronze, table.source, [table]).count() == 0  # BEGIN/END records: not quarantined
     decoded = decoder.decode(bronze, table, decoder.columns_for(table, table.source, spark))
     assert decoded.quarantine.count() == 0, [r.reason for r in decoded.quarantine.collect()]
-    decoded.changes.write.format("delta").mode("overwrite").save(str(tables / table.silver_table))
+    decoded.changes.write.format("delta").mode("overwrite" if new_file is None else "append").save(
+        str(tables / table.silver_table))
     return after_run.apply_table(spark, table, warehouse, policy=policy)
 
 
@@ -279,23 +285,6 @@ def _dbz_project(tmp_path: Path, extra: str = "") -> Path:
     return cfg
 
 
-def _run_stream(spark, cfg, warehouse: Path, policy: Transactions, new_file: str) -> after_run.Applied:
-    """One run as the pipeline stores a streaming source: bronze of everything landed, silver
-    appended with the changes of the file landed for this run; then the gold apply."""
-    [table] = cfg.tables
-    decoder = get(table.source.format)
-    tables = after_run.tables_dir(warehouse)
-    decoder.read_bronze(spark, table.source, streaming=False).write.format("delta").mode("overwrite").save(
-        str(tables / table.source.bronze_table))
-    bronze = spark.read.format("delta").load(str(tables / table.source.bronze_table))
-    new = bronze.where(F.col("source_file").endswith(new_file))
-    assert decoder.unrouted(new, table.source, [table]).count() == 0  # BEGIN/END records: not quarantined
-    decoded = decoder.decode(new, table, decoder.columns_for(table, table.source, spark))
-    assert decoded.quarantine.count() == 0, [r.reason for r in decoded.quarantine.collect()]
-    decoded.changes.write.format("delta").mode("append").save(str(tables / table.silver_table))
-    return after_run.apply_table(spark, table, warehouse, policy=policy)
-
-
 def test_debezium_transactions_wait_for_their_end_record_and_every_event(spark, tmp_path):
     """Debezium with transaction metadata (streaming silver): run 1 lands every event of A but not
     its END, and B's END but not one of its events: gold shows neither. Run 2 lands them (and a
@@ -316,14 +305,14 @@ def test_debezium_transactions_wait_for_their_end_record_and_every_event(spark, 
         spark.read.text(str(tmp_path / "landing")))).count()
     assert bronze_skipped == sum(1 for x in first if x == "null") + 2 * len(bounds) - 1  # tombstones + BEGIN/END
 
-    run1 = _run_stream(spark, cfg, warehouse, cfg.transactions, "events-1.json")
+    run1 = _run(spark, cfg, warehouse, cfg.transactions, "events-1.json")
     assert h.gold(spark, tables, "debezium", "hist") == h.expected([c for c in changes if c.tx not in (a, b)])
     assert "of 2 incomplete transaction(s) pending" in run1.waiting, run1.waiting
 
     again = [held_b, bounds[a][1]] + [x for x in first if rng.random() < 0.3]
     rng.shuffle(again)
     _land(tmp_path, "events-2.json", again)
-    run2 = _run_stream(spark, cfg, warehouse, cfg.transactions, "events-2.json")
+    run2 = _run(spark, cfg, warehouse, cfg.transactions, "events-2.json")
     assert h.gold(spark, tables, "debezium", "hist") == h.expected(changes)
     assert run2.waiting == ""
     assert not (tables / "quarantine_hist_transactions").exists()
@@ -354,7 +343,7 @@ def test_debezium_transaction_without_end_is_quarantined_and_without_transaction
     _land(tmp_path, "events-1.json", [x for lines in events.values() for x in lines]
           + [x for tx, lines in bounds.items() for x in (lines if tx != z else lines[:1])])
     warehouse, tables = tmp_path / "warehouse", after_run.tables_dir(tmp_path / "warehouse")
-    run1 = _run_stream(spark, cfg, warehouse, Transactions(timeout_hours=0), "events-1.json")
+    run1 = _run(spark, cfg, warehouse, Transactions(timeout_hours=0), "events-1.json")
     n = sum(1 for c in changes if c.tx == z)
     n_events = sum(1 for x in events[z] if x != "null")
     assert f"{n_events} changes of 1 transaction(s) incomplete past 0 h -> quarantine_hist_transactions" in run1.waiting
@@ -367,7 +356,7 @@ def test_debezium_transaction_without_end_is_quarantined_and_without_transaction
     assert h.gold(spark, tables, "debezium", "hist") == h.expected([c for c in changes if c.tx != z])
     assert n >= 1
 
-    off = _run_stream(spark, cfg, warehouse, Transactions(whole=False), "none")  # off: the held ones are applied
+    off = _run(spark, cfg, warehouse, Transactions(whole=False), "none")  # off: the held ones are applied
     assert (off.changes, off.waiting) == (n_events, "")
     assert h.gold(spark, tables, "debezium", "hist") == h.expected(changes)
     assert not (tables / "quarantine_hist_transactions").exists()
@@ -376,7 +365,7 @@ def test_debezium_transaction_without_end_is_quarantined_and_without_transaction
     plain = tmp_path / "plain"
     cfg2 = load_pipeline(_dbz_project(plain))
     _land(plain, "events-1.json", [x for tx, lines in events.items() for x in lines if tx != z])
-    run = _run_stream(spark, cfg2, plain / "warehouse", Transactions(), "events-1.json")
+    run = _run(spark, cfg2, plain / "warehouse", Transactions(), "events-1.json")
     assert run.waiting == ""
     assert h.gold(spark, after_run.tables_dir(plain / "warehouse"), "debezium", "hist") == h.expected(
         [c for c in changes if c.tx != z])
