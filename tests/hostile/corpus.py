@@ -71,6 +71,9 @@ PIPELINE_REASONS = {
     ("debezium", "op in upper case"): "$.op: 'C' is not one of ['c', 'u', 'd', 'r', 't']",
     ("debezium", "source without table"): "$.source: 'table' is a required property",
     ("debezium", "null payload beside another field"): "$.payload: None is not of type 'object'",
+    ("debezium", "END without an id"): "'op' is a required property",
+    ("debezium", "status COMMIT"): "'op' is a required property",
+    ("debezium", "END nested 5000 levels"): "not JSON: JSON nested too deeply (5001 levels",
 }
 CASES_OF = {"debezium": h.DBZ_CASES, "cdc_ct": h.CT_CASES, "ces": h.CES_CASES, "qlik": h.QLIK_CASES}
 KEYS = {"debezium": "id", "cdc_ct": "id", "ces": "purchase_id", "qlik": "ID"}
