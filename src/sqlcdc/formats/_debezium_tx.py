@@ -67,8 +67,9 @@ def marks(events: DataFrame, bronze: DataFrame) -> DataFrame:
         tx["id"].alias("transaction_id"), _whole_number(tx["total_order"]).alias("position"),
         F.lit(False).alias("last"), F.lit(None).cast("bigint").alias("size"), F.col("ingest_time").alias("landed"),
     ).where(F.col("transaction_id").isNotNull() & F.col("position").isNotNull())
-    b = _boundary_fields(F.col("value"))
-    ends = bronze.where(is_boundary(F.col("value")) & (b["status"] == "END")).select(
+    b = F.col("_b")  # parsed once: the boundary test and the fields read the same struct
+    ends = bronze.where(is_boundary(F.col("value"))).select(_boundary_fields(F.col("value")).alias("_b"), "ingest_time")
+    ends = ends.where(b["status"] == "END").select(
         b["id"].alias("transaction_id"), F.lit(None).cast("bigint").alias("position"), F.lit(False).alias("last"),
         _whole_number(b["event_count"]).alias("size"), F.col("ingest_time").alias("landed"),
     )

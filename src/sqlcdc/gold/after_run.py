@@ -298,12 +298,16 @@ def _apply_stream(spark: SparkSession, silver_path: Path, state: Path, sink: Cal
     query.awaitTermination()
 
 
-def _merge_counted(changes: DataFrame, merge: Callable[[DataFrame], None], result: Applied) -> None:
+def _merge_counted(changes: DataFrame, merge: Callable[[DataFrame], None], result: Applied) -> DataFrame | None:
+    """``changes`` materialized, merged and counted into ``result``; the materialized frame, or None
+    when there was nothing to merge."""
     changes = changes.localCheckpoint(eager=True)
     n = changes.count()
-    if n:
-        merge(changes)
-        result.changes += n
+    if not n:
+        return None
+    merge(changes)
+    result.changes += n
+    return changes
 
 
 def _apply_held(spark: SparkSession, table: TableConfig, warehouse: Path, held: Path, marks: DataFrame | None,
@@ -337,10 +341,12 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
                         marks: DataFrame | None, policy: Transactions,
                         result: Applied) -> tuple[DataFrame, DataFrame | None]:
     """(ready, waiting): ``silver`` split by ``marks`` (of :func:`_marks`; None, or no ``silver``
-    row: all are ready and nothing waits) into the changes of complete transactions and those of incomplete ones
-    (:mod:`sqlcdc.gold.transactions`, materialized); the expired ones rewritten into the table's
-    transaction quarantine."""
+    row: all are ready and nothing waits) into the changes of complete transactions and those of
+    incomplete ones (:mod:`sqlcdc.gold.transactions`, materialized); the expired ones rewritten into
+    the table's transaction quarantine."""
     quarantine = tables_dir(warehouse) / transactions.quarantine_table(table)
+    if marks is not None:  # materialized once: the emptiness test and the split read it, not its lineage
+        silver = silver.localCheckpoint(eager=True)
     if marks is None or silver.isEmpty():  # the marks (a bronze parse) only when a change may wait
         if _is_delta(quarantine):  # turned off, or nothing unapplied: nothing waits, nothing is quarantined
             spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
@@ -372,12 +378,9 @@ def _apply_new_ids(changes: DataFrame, state: Path, merge: Callable[[DataFrame],
     """Recomputed silver (or a hand-off's silvers, by identity): the new changes (of
     :func:`_unapplied`) merged; their ids are recorded after the merge (a run killed in between
     applies them again, which merging tolerates)."""
-    changes = changes.localCheckpoint(eager=True)
-    n = changes.count()
-    if n:
-        merge(changes)
-        result.changes = n
-        (changes.select(F.col(model.CHANGE_ID_COL).alias("change_id")).distinct()
+    merged = _merge_counted(changes, merge, result)
+    if merged is not None:
+        (merged.select(F.col(model.CHANGE_ID_COL).alias("change_id")).distinct()
          .write.format("delta").mode("append").save(str(state / "applied")))
 
 

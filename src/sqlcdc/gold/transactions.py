@@ -12,8 +12,8 @@ once a later commit of the source has landed. The other producers give no marks 
 changes are applied as they land.
 
 A transaction is **complete** once its size is known (its last record, or its END, has landed) and
-as many distinct places have landed (duplicates count once). Before each apply, :func:`hold` splits the table's silver
-changes:
+as many distinct places have landed (duplicates count once). Before each apply, :func:`hold` splits
+the table's silver changes:
 
 - **ready**: changes of a complete transaction, or of no marked transaction (a full load, a change
   without a transaction id): applied now;
@@ -68,8 +68,8 @@ def classify(silver: DataFrame, marks: DataFrame, policy: Transactions) -> DataF
     ``_have`` (distinct places landed), ``_size`` (the marks' ``size`` -- a record that states the
     transaction's size without being one of its places, as Debezium's END -- else the last record's
     counter; NULL while neither has landed), ``_first_landed`` and ``_commit`` (the marks' ``commit``;
-    ``size`` and ``commit`` are optional in ``marks``): one
-    frame, to be materialized once and split by ``_state``. With ``policy.later_commit``, a
+    ``size`` and ``commit`` are optional in ``marks``): one frame, to be materialized once and split
+    by ``_state``. With ``policy.later_commit``, a
     transaction with a ``commit`` is also complete once a mark of a later ``commit`` has landed."""
     marked = marks.where(F.col("transaction_id").isNotNull())
     for name, kind in (("commit", "string"), ("size", "bigint")):
