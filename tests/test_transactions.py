@@ -7,6 +7,7 @@ changes whose transactions are complete."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import histories as h
+from sqlcdc import summary
 from sqlcdc.config import Transactions, load_pipeline
 from sqlcdc.formats import get
 from sqlcdc.gold import after_run, transactions
@@ -36,7 +38,8 @@ def _land(tmp_path: Path, name: str, lines: list[str]) -> None:
     (tmp_path / "landing" / name).write_text("\n".join(lines) + "\n")
 
 
-def _run(spark, cfg, warehouse: Path, policy: Transactions, new_file: str | None = None) -> after_run.Applied:
+def _run(spark, cfg, warehouse: Path, policy: Transactions, new_file: str | None = None,
+         run_time: dt.datetime | None = None) -> after_run.Applied:
     """One run's bronze (everything landed) and silver as the pipeline stores them -- recomputed
     from all of bronze, or with ``new_file`` (a streaming source) appended with that file's
     changes -- then the gold apply."""
@@ -53,7 +56,18 @@ def _run(spark, cfg, warehouse: Path, policy: Transactions, new_file: str | None
     assert decoded.quarantine.count() == 0, [r.reason for r in decoded.quarantine.collect()]
     decoded.changes.write.format("delta").mode("overwrite" if new_file is None else "append").save(
         str(tables / table.silver_table))
-    return after_run.apply_table(spark, table, warehouse, policy=policy)
+    return after_run.apply_table(spark, table, warehouse, policy=policy, run_time=run_time)
+
+
+def _waiting_rows(spark, warehouse: Path) -> list[tuple]:
+    """``dq_transactions``, oldest run first: (run_time in epoch microseconds, source, table,
+    pending changes, pending transactions, oldest pending age is known, expired changes, expired
+    transactions)."""
+    rows = spark.read.format("delta").load(str(after_run.tables_dir(warehouse) / "dq_transactions")).select(
+        F.unix_micros("run_time").alias("at"), "source_name", "table_name", "pending_changes", "pending_transactions",
+        F.col("oldest_pending_seconds").isNotNull().alias("aged"), "expired_changes", "expired_transactions",
+    ).orderBy("at", "measured_at").collect()
+    return [tuple(r) for r in rows]
 
 
 def _multi(changes: list[h.Change]) -> list[int]:
@@ -82,19 +96,23 @@ def test_a_transaction_split_over_two_runs_reaches_gold_whole(spark, tmp_path, s
     _land(tmp_path, "part-1.jsonl", first)
     warehouse = tmp_path / "warehouse"
 
-    run1 = _run(spark, cfg, warehouse, cfg.transactions)
+    at1 = dt.datetime(2026, 11, 24, 10, 0, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # 09:00 UTC
+    run1 = _run(spark, cfg, warehouse, cfg.transactions, run_time=at1)
     complete = [c for c in changes if c.tx not in (a, b)]
     assert h.gold(spark, after_run.tables_dir(warehouse), "qlik", "hist") == h.expected(complete)
     assert "of 2 incomplete transaction(s) pending" in run1.waiting, run1.waiting
     n_waiting = sum(1 for c in changes if c.tx in (a, b)) - len(held)
     assert run1.waiting.startswith(f"; {n_waiting} changes of 2 incomplete"), run1.waiting
+    micros1 = 1_795_510_800_000_000  # 2026-11-24T09:00:00Z
+    assert _waiting_rows(spark, warehouse) == [(micros1, "q", "hist", n_waiting, 2, True, 0, 0)]
 
     again = [lines[i] for i in held] + [line for line in first if rng.random() < 0.3]
     rng.shuffle(again)
     _land(tmp_path, "part-2.jsonl", again)
-    run2 = _run(spark, cfg, warehouse, cfg.transactions)
+    run2 = _run(spark, cfg, warehouse, cfg.transactions, run_time=at1 + dt.timedelta(minutes=5))
     assert h.gold(spark, after_run.tables_dir(warehouse), "qlik", "hist") == h.expected(changes)
     assert run2.waiting == ""
+    assert _waiting_rows(spark, warehouse)[1:] == [(micros1 + 300_000_000, "q", "hist", 0, 0, False, 0, 0)]
     assert not (after_run.tables_dir(warehouse) / "quarantine_hist_transactions").exists()
 
 
@@ -122,6 +140,9 @@ def test_a_transaction_that_never_completes_is_quarantined_after_the_timeout(spa
     assert f"; {n} changes of 1 transaction(s) incomplete past 0 h -> quarantine_hist_transactions" in expired.waiting
     rows = spark.read.format("delta").load(str(quarantine)).collect()
     assert sorted(r["transaction_id"] for r in rows) == [f"T{a}"] * n
+    assert [r[3:] for r in _waiting_rows(spark, warehouse)] == [(n, 1, True, 0, 0), (0, 0, False, n, 1)]
+    listed = {(layer, name): rows for layer, name, rows in summary.counts(spark, cfg, warehouse)}
+    assert (listed[("quarantine", "quarantine_hist_transactions")], listed[("dq", "dq_transactions")]) == (n, 2)
     assert {r["reason"].split(", the first at")[0] for r in rows} == {
         f"transaction T{a} incomplete after 0 h: {n} of ? of its changes landed (the record that ends it has not landed)"}
     assert all(r["table_name"] == "hist" and r["bronze_record_id"] for r in rows)
@@ -129,8 +150,9 @@ def test_a_transaction_that_never_completes_is_quarantined_after_the_timeout(spa
 
     # Turned off: each change is applied as it lands (what lands of A included); the quarantine goes.
     off = _run(spark, cfg, warehouse, Transactions(whole=False))
-    assert (off.changes, off.waiting) == (n, "")
+    assert (off.changes, off.waiting, off.held) == (n, "", None)
     assert not quarantine.exists()
+    assert len(_waiting_rows(spark, warehouse)) == 2  # off: nothing held, no row
     landed = [c for c in changes if not (c.tx == a and c.pos == last_of_a)]
     assert h.gold(spark, after_run.tables_dir(warehouse), "qlik", "hist") == h.expected(landed)
 
@@ -308,6 +330,8 @@ def test_debezium_transactions_wait_for_their_end_record_and_every_event(spark, 
     run1 = _run(spark, cfg, warehouse, cfg.transactions, "events-1.json")
     assert h.gold(spark, tables, "debezium", "hist") == h.expected([c for c in changes if c.tx not in (a, b)])
     assert "of 2 incomplete transaction(s) pending" in run1.waiting, run1.waiting
+    n_held = sum(1 for x in events[a] + events[b] if x != "null") - 1  # B's held-back event has not landed
+    assert [r[1:] for r in _waiting_rows(spark, warehouse)] == [("q", "hist", n_held, 2, True, 0, 0)]
 
     again = [held_b, bounds[a][1]] + [x for x in first if rng.random() < 0.3]
     rng.shuffle(again)
@@ -316,6 +340,7 @@ def test_debezium_transactions_wait_for_their_end_record_and_every_event(spark, 
     assert h.gold(spark, tables, "debezium", "hist") == h.expected(changes)
     assert run2.waiting == ""
     assert not (tables / "quarantine_hist_transactions").exists()
+    assert [r[3:] for r in _waiting_rows(spark, warehouse)] == [(n_held, 2, True, 0, 0), (0, 0, False, 0, 0)]
 
     # SCD2: a transaction's versions share its commit point, so the table as of any commit C is the
     # versions started at or before C and not ended by then (docs/transactions.md).
@@ -366,6 +391,7 @@ def test_debezium_transaction_without_end_is_quarantined_and_without_transaction
     cfg2 = load_pipeline(_dbz_project(plain))
     _land(plain, "events-1.json", [x for tx, lines in events.items() for x in lines if tx != z])
     run = _run(spark, cfg2, plain / "warehouse", Transactions(), "events-1.json")
-    assert run.waiting == ""
+    assert (run.waiting, run.held) == ("", None)
+    assert not (after_run.tables_dir(plain / "warehouse") / "dq_transactions").exists()
     assert h.gold(spark, after_run.tables_dir(plain / "warehouse"), "debezium", "hist") == h.expected(
         [c for c in changes if c.tx != z])

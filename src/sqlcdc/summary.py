@@ -19,8 +19,8 @@ from pyspark.sql import functions as F
 
 from sqlcdc import dq_metrics, formats
 from sqlcdc.config import PipelineConfig
+from sqlcdc.gold import transactions
 from sqlcdc.gold.spec import target as gold_target
-from sqlcdc.gold.transactions import quarantine_table as transaction_quarantine
 
 
 @dataclass
@@ -75,12 +75,14 @@ def counts(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[tu
         if cfg.tables_of(s.name):
             add("dropped", dq_metrics.dropped_table(s))
     add("dq", dq_metrics.TABLE)
+    if _exists(warehouse, transactions.METRICS_TABLE):  # written by gold where changes are held
+        add("dq", transactions.METRICS_TABLE)
     golds = [gold_target(t, scd) for t in cfg.tables for scd in t.scd_types]
     for name in dict.fromkeys(golds):  # the sources of a hand-off share their gold tables
         add("gold", name)
     for t in cfg.tables:  # changes of transactions incomplete past the timeout (sqlcdc.gold.transactions)
-        if _exists(warehouse, transaction_quarantine(t)):
-            add("quarantine", transaction_quarantine(t))
+        if _exists(warehouse, transactions.quarantine_table(t)):
+            add("quarantine", transactions.quarantine_table(t))
     return out
 
 

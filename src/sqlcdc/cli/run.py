@@ -74,7 +74,7 @@ def main(args) -> int:
             print("sqlcdc run: applying new changes to gold", flush=True)
         echo = None if args.quiet else (lambda line: print("  gold: " + line, flush=True))
         try:
-            gold.apply_all(spark, cfg, warehouse, full_refresh=args.full_refresh, echo=echo)
+            gold.apply_all(spark, cfg, warehouse, full_refresh=args.full_refresh, echo=echo, run_time=run_at)
         except ConfigError as e:
             print(f"sqlcdc run: gold: {e}", file=sys.stderr)
             run_log.finish(warehouse, run_at, 2)

@@ -77,6 +77,9 @@ class Applied:
     """Deleted keys whose tombstone passed ``tombstone_retention_days`` this run (SCD1)."""
     waiting: str = ""
     """Changes held by whole-transaction apply (:mod:`sqlcdc.gold.transactions`), said in words."""
+    held: transactions.Waiting | None = None
+    """Their counts (None: the table's changes are not held, whole-transaction apply is off or the
+    producer marks no transaction end); also a row of ``dq_transactions``."""
 
     def __str__(self) -> str:
         if self.skipped:
@@ -111,12 +114,13 @@ def _is_delta(path: Path) -> bool:
 
 
 def apply_all(spark: SparkSession, cfg: PipelineConfig, warehouse: Path, *, full_refresh: bool = False,
-              echo: Callable[[str], None] | None = None) -> list[Applied]:
-    """Apply every table's new silver changes to its gold tables; ``echo`` gets a line per table."""
+              echo: Callable[[str], None] | None = None, run_time: dt.datetime | None = None) -> list[Applied]:
+    """Apply every table's new silver changes to its gold tables; ``echo`` gets a line per table;
+    ``run_time``: the run's start (default now), for ``dq_transactions``."""
     out = []
     for table, parts in handoff.groups(cfg.tables):
         applied = apply_table(spark, table, warehouse, full_refresh=full_refresh, parts=parts,
-                              policy=cfg.transactions)
+                              policy=cfg.transactions, run_time=run_time)
         if echo:
             echo(str(applied))
         out.append(applied)
@@ -208,11 +212,13 @@ def _table_features(spark: SparkSession, path: Path) -> set[str]:
 
 
 def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, full_refresh: bool = False,
-                parts: Sequence[TableConfig] = (), policy: Transactions = Transactions()) -> Applied:
+                parts: Sequence[TableConfig] = (), policy: Transactions = Transactions(),
+                run_time: dt.datetime | None = None) -> Applied:
     """Apply ``table``'s new silver changes to its SCD1/SCD2 tables (see the module doc). For a
     producer hand-off, ``table`` is :func:`sqlcdc.gold.handoff.gold_table` and ``parts`` the table
     configs of its sources, whose silvers are merged (:mod:`sqlcdc.gold.handoff`). ``policy``: the
-    pipeline's ``transactions:`` (:mod:`sqlcdc.gold.transactions`)."""
+    pipeline's ``transactions:`` (:mod:`sqlcdc.gold.transactions`); what waits is appended to
+    ``dq_transactions`` with ``run_time`` (the run's start, default now)."""
     started = time.monotonic()
     result = Applied(table.name)
     parts = list(parts) or [table]
@@ -271,6 +277,11 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
         union = handoff.merged(silvers, lambda s: changes_of(s, columns, keys), keys)
         _apply_new_ids(_unapplied(spark, handoff.first_copies(union), model.CHANGE_ID_COL, state), state, merge,
                        result)
+    if result.held is not None:
+        path = tables_dir(warehouse) / transactions.METRICS_TABLE
+        transactions.record(spark, str(path), table, result.held, policy,
+                            run_time or dt.datetime.now(dt.timezone.utc))
+        _register_at(spark, transactions.METRICS_TABLE, path)
     # Gold tables exist after every run, if only empty (a first run whose silver is still empty).
     if any(not _is_delta(tables_dir(warehouse) / gold_table(table, scd)) for scd in specs):
         merge(changes_of(silver.limit(0), columns, keys))
@@ -317,6 +328,8 @@ def _apply_held(spark: SparkSession, table: TableConfig, warehouse: Path, held: 
     applied, the waiting ones written back. Applied before the write-back: a run killed in between
     applies them again, which merging tolerates. With no marks (turned off), all are applied."""
     if not _is_delta(held):
+        if marks is not None:  # nothing new, nothing held: nothing waits
+            result.held = transactions.Waiting()
         return
     rows = spark.read.format("delta").load(str(held)).dropDuplicates(["change_id"])
     ready, waiting = _whole_transactions(spark, table, warehouse, rows, marks, policy, result)
@@ -347,6 +360,8 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
     quarantine = tables_dir(warehouse) / transactions.quarantine_table(table)
     if marks is not None:  # materialized once: the emptiness test and the split read it, not its lineage
         silver = silver.localCheckpoint(eager=True)
+    if marks is not None:
+        result.held = transactions.Waiting()  # zeros unless counted below
     if marks is None or silver.isEmpty():  # the marks (a bronze parse) only when a change may wait
         if _is_delta(quarantine):  # turned off, or nothing unapplied: nothing waits, nothing is quarantined
             spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
@@ -354,7 +369,7 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
         return silver, None
     ready, waiting = transactions.split(
         transactions.classify(silver, marks, policy).localCheckpoint(eager=True), silver.columns)
-    counts = transactions.summary(waiting)
+    counts = result.held = transactions.summary(waiting)
     result.waiting = counts.describe(table, policy)
     if counts.expired or _is_delta(quarantine):  # rewritten each run: a late completion leaves it
         transactions.expired_rows(waiting, policy).write.format("delta").mode("overwrite").option(

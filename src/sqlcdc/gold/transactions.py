@@ -18,7 +18,8 @@ the table's silver changes:
 - **ready**: changes of a complete transaction, or of no marked transaction (a full load, a change
   without a transaction id): applied now;
 - **pending**: changes of an incomplete transaction: held out of gold, offered again by the next run
-  (``sqlcdc run`` prints how many and how long the oldest has waited);
+  (``sqlcdc run`` prints how many and how long the oldest has waited, and :func:`record` appends
+  the counts to the table ``dq_transactions``, one row per table and run);
 - **expired**: changes of an incomplete transaction whose first record landed longer ago than
   ``transactions.timeout_hours``: never applied, never dropped -- they are the rows of the table
   ``quarantine_<table>_transactions``, each with its reason (rewritten every run, so a transaction
@@ -39,15 +40,19 @@ changes as they land (docs/transactions.md).
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlcdc.config import TableConfig, Transactions
 
-__all__ = ["READY", "PENDING", "EXPIRED", "Waiting", "classify", "split", "hold", "quarantine_table", "summary",
-           "expired_rows"]
+__all__ = ["READY", "PENDING", "EXPIRED", "METRICS_TABLE", "Waiting", "classify", "split", "hold", "quarantine_table",
+           "summary", "expired_rows", "record"]
+
+METRICS_TABLE = "dq_transactions"
+"""Per run and table under whole-transaction apply: what waits (:func:`record`)."""
 
 READY, PENDING, EXPIRED = "ready", "pending", "expired"
 _TX, _HAVE, _SIZE, _FIRST, _STATE = "_tx", "_have", "_size", "_first_landed", "_state"
@@ -173,3 +178,28 @@ def expired_rows(waiting: DataFrame, policy: Transactions) -> DataFrame:
         reason.alias("reason"), F.col(_FIRST).alias("first_landed"), "bronze_record_id", "bronze_file",
         F.current_timestamp().alias("quarantined_at"),
     )
+
+
+def record(spark: SparkSession, path: str, table: TableConfig, counts: Waiting, policy: Transactions,
+           run_time: dt.datetime) -> None:
+    """Append ``counts`` (of the run started at ``run_time``, an aware time) as one row of
+    :data:`METRICS_TABLE` at ``path``: ``run_time``, ``source_name``, ``table_name``,
+    ``pending_changes``, ``pending_transactions``, ``oldest_pending_seconds`` (how long ago the
+    first record of the oldest pending transaction landed; NULL when none waits),
+    ``expired_changes``, ``expired_transactions`` (the rows of :func:`quarantine_table`),
+    ``timeout_hours`` and ``measured_at``. Zeros are rows too: a run in which nothing waits says so.
+
+    Example::
+
+        spark.read.table("dq_transactions").where("pending_changes > 0").orderBy("run_time")
+    """
+    micros = round(run_time.timestamp() * 1_000_000)  # an instant: no driver or session time zone in between
+    row = (micros, table.source.name, table.name,
+           counts.pending, counts.pending_transactions, counts.oldest_seconds, counts.expired,
+           counts.expired_transactions, float(policy.timeout_hours))
+    schema = ("run_time bigint, source_name string, table_name string, pending_changes bigint, "
+              "pending_transactions bigint, oldest_pending_seconds bigint, expired_changes bigint, "
+              "expired_transactions bigint, timeout_hours double")
+    frame = spark.createDataFrame([row], schema).withColumn("run_time", F.timestamp_micros("run_time")).withColumn(
+        "measured_at", F.current_timestamp())
+    frame.write.format("delta").mode("append").save(path)
