@@ -78,8 +78,9 @@ class Applied:
     waiting: str = ""
     """Changes held by whole-transaction apply (:mod:`sqlcdc.gold.transactions`), said in words."""
     held: transactions.Waiting | None = None
-    """Their counts (None: the table's changes are not held, whole-transaction apply is off or the
-    producer marks no transaction end); also a row of ``dq_transactions``."""
+    """Their counts, zeros when nothing waits (None: the table's changes are not held --
+    whole-transaction apply is off, the producer marks no transaction end, or a hand-off); also a
+    row of ``dq_transactions``."""
 
     def __str__(self) -> str:
         if self.skipped:
@@ -258,8 +259,8 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
                 incremental.merge_scd1(spark, target, changes, spec) if scd == 1 else
                 incremental.merge_scd2(spark, target, changes, spec, deletion_vectors=table.deletion_vectors))
 
+    marks = _marks(spark, table, warehouse, policy) if len(parts) == 1 else None  # a hand-off holds nothing
     if streaming:
-        marks = _marks(spark, table, warehouse, policy)
         if marks is None and not _is_delta(state / "held"):
             _apply_stream(spark, silver_path, state, lambda batch: _merge_counted(
                 changes_of(batch, columns, keys), merge, result))
@@ -271,13 +272,14 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     elif len(parts) == 1:
         # Unapplied first: the transaction check then joins only what gold has not taken yet.
         new, _ = _whole_transactions(spark, table, warehouse, _unapplied(spark, silver, "change_id", state),
-                                     _marks(spark, table, warehouse, policy), policy, result)
+                                     marks, policy, result)
         _apply_new_ids(changes_of(new, columns, keys), state, merge, result)
     else:
         union = handoff.merged(silvers, lambda s: changes_of(s, columns, keys), keys)
         _apply_new_ids(_unapplied(spark, handoff.first_copies(union), model.CHANGE_ID_COL, state), state, merge,
                        result)
-    if result.held is not None:
+    if marks is not None:  # changes are held: what waits (zeros when nothing did) is a row of dq_transactions
+        result.held = result.held or transactions.Waiting()
         path = tables_dir(warehouse) / transactions.METRICS_TABLE
         transactions.record(spark, str(path), table, result.held, policy,
                             run_time or dt.datetime.now(dt.timezone.utc))
@@ -328,8 +330,6 @@ def _apply_held(spark: SparkSession, table: TableConfig, warehouse: Path, held: 
     applied, the waiting ones written back. Applied before the write-back: a run killed in between
     applies them again, which merging tolerates. With no marks (turned off), all are applied."""
     if not _is_delta(held):
-        if marks is not None:  # nothing new, nothing held: nothing waits
-            result.held = transactions.Waiting()
         return
     rows = spark.read.format("delta").load(str(held)).dropDuplicates(["change_id"])
     ready, waiting = _whole_transactions(spark, table, warehouse, rows, marks, policy, result)
@@ -360,8 +360,6 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
     quarantine = tables_dir(warehouse) / transactions.quarantine_table(table)
     if marks is not None:  # materialized once: the emptiness test and the split read it, not its lineage
         silver = silver.localCheckpoint(eager=True)
-    if marks is not None:
-        result.held = transactions.Waiting()  # zeros unless counted below
     if marks is None or silver.isEmpty():  # the marks (a bronze parse) only when a change may wait
         if _is_delta(quarantine):  # turned off, or nothing unapplied: nothing waits, nothing is quarantined
             spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
