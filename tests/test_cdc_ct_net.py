@@ -173,3 +173,27 @@ def test_an_all_changes_export_without_seqval_points_at_the_option(spark, tmp_pa
     decoded = cdc_ct.decode(cdc_ct.read_bronze(spark, src), table, cdc_ct.columns_for(table, src))
     reasons = {r.reason.split(" (capture")[0] for r in decoded.quarantine.collect()}
     assert reasons == {"missing __$seqval (an export of fn_cdc_get_net_changes? then set options.function: net_changes)"}
+
+
+def test_commit_time_from_an_exported_lsn_time_mapping(spark, tmp_path):
+    """An export joined to ``cdc.lsn_time_mapping`` (seed 001: ``tran_end_time`` of the row's
+    ``__$start_lsn``) gives each change its transaction's commit time; a row exported without the
+    column keeps a NULL commit time (never a made-up one), ordered by its LSN as before."""
+    import datetime as dt
+
+    from test_cdc_ct import decode_landing, history_rows, land_jsonl
+
+    rows = history_rows()
+    lsns = sorted({r["__$start_lsn"] for r in rows})
+    times = {lsn: dt.datetime(2024, 2, 29, 13, 14, 15) + dt.timedelta(seconds=i, microseconds=123000)
+             for i, lsn in enumerate(lsns)}
+    last = lsns[-1]  # the last transaction's rows are exported without the mapping
+    mapped = [dict(r, tran_end_time=None if r["__$start_lsn"] == last else times[r["__$start_lsn"]].isoformat(" "))
+              for r in rows]
+    _, decoded = decode_landing(spark, land_jsonl(tmp_path / "mapped", mapped))
+    assert decoded.quarantine.count() == 0
+    got = [(r.sequence.commit_lsn, r.commit_time) for r in decoded.changes.collect()]
+    assert len(got) == len({(r["__$start_lsn"], r["__$seqval"]) for r in rows if r["__$operation"] != "3"})
+    for commit_lsn, commit_time in got:
+        lsn = "0x" + commit_lsn
+        assert commit_time == (None if lsn == last else times[lsn]), (commit_lsn, commit_time)
