@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sqlcdc.cli.progress import PROGRESS_LINE
+
 ROOT = Path(__file__).resolve().parents[1]
 SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
 
@@ -60,18 +62,22 @@ def server_pid(run: subprocess.Popen, timeout: float = 120) -> int | None:
 
 
 def record(config: str, warehouse: Path, jfr_file: Path) -> str:
-    """Run the pipeline with JFR on its server; return the run's output."""
-    run = subprocess.Popen([SQLCDC, "run", "--config", config, "--warehouse", str(warehouse), "--no-summary"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    pid = server_pid(run)
-    if pid is None:
-        run.kill()
-        raise SystemExit("profile_run: no Spark Connect server appeared (is another local run holding port 15002?)")
-    subprocess.run(["jcmd", str(pid), "JFR.start", "name=sqlcdc", "settings=profile"], capture_output=True, check=True)
-    while run.poll() is None:  # the server ends with the run: keep the latest dump
-        subprocess.run(["jcmd", str(pid), "JFR.dump", "name=sqlcdc", f"filename={jfr_file}"], capture_output=True)
-        time.sleep(5)
-    return run.stdout.read() if run.stdout else ""
+    """Run the pipeline with JFR on its server; return the run's output (kept in a file beside the
+    recording: a pipe nobody reads while the run lasts would stall a run that prints much)."""
+    out = jfr_file.with_suffix(".out")
+    with out.open("w") as sink:
+        run = subprocess.Popen([SQLCDC, "run", "--config", config, "--warehouse", str(warehouse), "--no-summary"],
+                               stdout=sink, stderr=subprocess.STDOUT, text=True)
+        pid = server_pid(run)
+        if pid is None:
+            run.kill()
+            raise SystemExit("profile_run: no Spark Connect server appeared (is another local run holding port 15002?)")
+        subprocess.run(["jcmd", str(pid), "JFR.start", "name=sqlcdc", "settings=profile"], capture_output=True,
+                       check=True)
+        while run.poll() is None:  # the server ends with the run: keep the latest dump
+            subprocess.run(["jcmd", str(pid), "JFR.dump", "name=sqlcdc", f"filename={jfr_file}"], capture_output=True)
+            time.sleep(5)
+    return out.read_text(errors="replace")
 
 
 def samples(jfr_file: Path) -> list[list[str]]:
@@ -97,12 +103,14 @@ def report(stacks: list[list[str]], top: int) -> None:
 
 def phases(log: Path) -> None:
     """Wall time of the run's phases, from the timestamps SDP writes to the run log."""
+    milestone = re.compile(r"(Creating Spark session|Registering graph elements|Starting run|Run is COMPLETED"
+                           r"|Flow \S+ is QUEUED)")
     marks: dict[str, str] = {}
     for line in log.read_text(errors="replace").splitlines():
-        m = re.match(r"\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d): (Creating Spark session|Registering graph elements|"
-                     r"Starting run|Run is COMPLETED|Flow \S+ is QUEUED)", line)
+        stamp = PROGRESS_LINE.match(line)  # SDP's own lines, as `sqlcdc run` reads them
+        m = stamp and milestone.match(line, stamp.end())
         if m:
-            marks.setdefault("QUEUED" if "QUEUED" in m.group(2) else m.group(2), m.group(1))
+            marks.setdefault("QUEUED" if "QUEUED" in m.group(1) else m.group(1), stamp.group(0)[11:19])
     print("\nphases (the run log's timestamps):", ", ".join(f"{k} {v}" for k, v in marks.items()))
 
 
