@@ -12,13 +12,15 @@ and an insert of 30.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 from decimal import Decimal
 
 import pytest
 
 from sqlcdc.config import ConfigError
 from sqlcdc.formats import cdc_ct
-from test_cdc_ct import NAMES, NET_CHANGES_TARGET, c, gold, make_source, make_table
+from test_cdc_ct import (NAMES, NET_CHANGES_TARGET, c, decode_landing, gold, history_rows, land_jsonl, make_source,
+                         make_table)
 
 D = Decimal
 HEADER = ["__$start_lsn", "__$operation", "__$update_mask", *NAMES]
@@ -179,10 +181,6 @@ def test_commit_time_from_an_exported_lsn_time_mapping(spark, tmp_path):
     """An export joined to ``cdc.lsn_time_mapping`` (seed 001: ``tran_end_time`` of the row's
     ``__$start_lsn``) gives each change its transaction's commit time; a row exported without the
     column keeps a NULL commit time (never a made-up one), ordered by its LSN as before."""
-    import datetime as dt
-
-    from test_cdc_ct import decode_landing, history_rows, land_jsonl
-
     rows = history_rows()
     lsns = sorted({r["__$start_lsn"] for r in rows})
     times = {lsn: dt.datetime(2024, 2, 29, 13, 14, 15) + dt.timedelta(seconds=i, microseconds=123000)
