@@ -47,7 +47,7 @@ from typing import Any
 
 from sqlcdc import formats
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig
-from sqlcdc.names import quote
+from sqlcdc.names import literal, quote
 
 META_COLUMNS = ("_op", "_sequence", "_commit_time")
 _ACTION_KEY = {"warn": "expect", "drop": "expect_or_drop", "fail": "expect_or_fail", "quarantine": "expect_or_quarantine"}
@@ -69,8 +69,7 @@ class Export:
     warnings: list[str] = field(default_factory=list)
 
 
-def _lit(s: str) -> str:
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+_lit = literal
 
 
 def _json_path(name: str) -> str:

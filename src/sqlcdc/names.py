@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DELTA_BAD_NAME_CHARS", "DELTA_BAD_NAME_RE", "quote", "unstorable"]
+__all__ = ["DELTA_BAD_NAME_CHARS", "DELTA_BAD_NAME_RE", "literal", "quote", "unstorable"]
 
 #: Characters Delta Lake refuses in a column name (plus the backtick, which SQL cannot quote back).
 #: Silver and gold keep the source's column names, so a column holding one cannot land: the
@@ -28,3 +28,13 @@ def quote(name: str) -> str:
     ('`order date`', '`a``b`')
     """
     return "`" + name.replace("`", "``") + "`"
+
+
+def literal(text: str) -> str:
+    """``text`` as a Spark SQL string literal (backslash escapes, the parser's default). Like
+    :func:`quote`, the one place such literals are made.
+
+    >>> literal("it's")
+    "'it\\\\'s'"
+    """
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -34,6 +34,7 @@ from pyspark.sql.types import StringType
 
 from sqlcdc.assets import SCHEMAS_DIR
 from sqlcdc.diagnostics import validator
+from sqlcdc.names import literal
 
 COMPILED = frozenset({"type", "required", "properties", "enum", "pattern", "minLength", "minimum", "items", "anyOf"})
 ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "default", "examples", "$comment", "format"})
@@ -82,9 +83,7 @@ class _Node:
         return f"try_variant_get({self.base}, {_lit(self.path)}, {_lit(type_)})"
 
 
-def _lit(text: str) -> str:
-    """A Spark SQL string literal (backslash escapes, the parser's default)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+_lit = literal
 
 
 def _kind(node: _Node) -> str:

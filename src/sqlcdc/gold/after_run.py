@@ -53,7 +53,7 @@ from sqlcdc.gold import handoff, incremental, transactions
 from sqlcdc.gold.spec import END_AT, START_AT, ApplyChangesSpec
 from sqlcdc.gold.spec import target as gold_table
 from sqlcdc.config import PipelineConfig, TableConfig, Transactions
-from sqlcdc.names import quote
+from sqlcdc.names import literal, quote
 
 __all__ = ["Applied", "apply_all", "apply_table", "gold_parts", "GOLD_CONF", "AFTER_RUN"]
 
@@ -407,5 +407,4 @@ def _register(spark: SparkSession, warehouse: Path, names: list[str]) -> None:
 def _register_at(spark: SparkSession, name: str, path: Path) -> None:
     if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
         return
-    location = str(path).replace("\\", "\\\\").replace("'", "\\'")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(name)} USING delta LOCATION '{location}'")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(name)} USING delta LOCATION {literal(str(path))}")
