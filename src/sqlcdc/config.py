@@ -94,6 +94,10 @@ class TableConfig:
     tombstone_retention_days: float | None = None
     #: SCD2 gold with Delta deletion vectors (reader version 3: not readable by delta-rs). Off by default.
     deletion_vectors: bool = False
+    #: What a value that cannot be read, or lies outside SQL Server's domain for its type, does to
+    #: its change: ``quarantine`` (default) or ``warn`` (kept, the value NULL, ``bad_value_<column>``
+    #: in ``dq_warnings``; see :func:`sqlcdc.values.value_warnings`).
+    bad_values: str = "quarantine"
     expectations: tuple[dict[str, Any], ...] = ()
     partition_cols: tuple[str, ...] | None = None
     cluster_by: tuple[str, ...] | None = None
@@ -470,6 +474,7 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         ignore_null_updates_except_column_list=tup("ignore_null_updates_except_column_list"),
         tombstone_retention_days=doc.get("tombstone_retention_days"),
         deletion_vectors=bool(doc.get("deletion_vectors", False)),
+        bad_values=doc.get("bad_values", "quarantine"),
         expectations=tuple(r for r, _ in rules),
         partition_cols=tup("partition_cols"),
         cluster_by=tup("cluster_by"),

@@ -61,8 +61,8 @@ from pyspark.sql import functions as F
 from sqlcdc import model
 from sqlcdc.assets import SCHEMAS_DIR
 from sqlcdc.config import SourceConfig, TableConfig
-from sqlcdc.names import quote
-from sqlcdc.values import ColumnSpec
+from sqlcdc.names import literal, quote
+from sqlcdc.values import BAD_VALUE_RULE, VALUE_WARNINGS_COL, ColumnSpec
 
 if TYPE_CHECKING:
     from sqlcdc.formats import Decoder
@@ -126,11 +126,18 @@ def column_rules(table: TableConfig, columns: Iterable[Any]) -> list[Rule]:
 
     specs = [c for c in columns if isinstance(c, ColumnSpec)]
     unknown = formats.get(table.source.format).unknown_types
-    return [
+    rules = [
         Rule(f"unknown_type_{name}", f"{quote(name)} IS NULL", "warn",
              f"source type {source_type!r} of column {name} is not known to sqlcdc: its values are kept as text")
         for name, source_type in unknown(specs)
     ]
+    if table.bad_values == "warn":
+        rules += [
+            Rule(BAD_VALUE_RULE + s.name, f"NOT array_contains({VALUE_WARNINGS_COL}, {literal(BAD_VALUE_RULE + s.name)})",
+                 "warn", f"a value of column {s.name} could not be read as {s.spark_type} (bad_values: warn): kept as NULL")
+            for s in specs if s.name not in set(table.keys)
+        ]
+    return rules
 
 
 # --- evaluation --------------------------------------------------------------------------------
@@ -156,7 +163,8 @@ def check(changes: DataFrame, table: TableConfig, columns: Iterable[Any]) -> Dat
     image = F.coalesce(F.col("after"), F.col("before"))
     names = [getattr(c, "name", c) for c in columns]
     flat = [image[n].alias(n) for n in names if n.lower() not in canonical]
-    frame = changes.select(*[F.col(c) for c in model.CHANGE_COLUMNS], *flat)
+    warned = [F.col(VALUE_WARNINGS_COL)] if table.bad_values == "warn" else []  # the decoder's (bad_values: warn)
+    frame = changes.select(*[F.col(c) for c in model.CHANGE_COLUMNS], *flat, *warned)
     failed = {r.name: ~F.coalesce(F.expr(f"({r.constraint})").cast("boolean"), F.lit(True)) for r in rules}
     return frame.select(
         "*", *[_names([r for r in rules if r.action == a], failed).alias(_DQ[a]) for a in ACTIONS]

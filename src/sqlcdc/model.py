@@ -122,9 +122,15 @@ def change_row(
     bronze_record_id: Column | None = None,
     bronze_file: Column | None = None,
     bronze_ingest_time: Column | None = None,
+    value_warnings: Column | None = None,
 ) -> list[Column]:
-    """The canonical columns, in order, for ``DataFrame.select``. Decoders call this last."""
+    """The canonical columns, in order, for ``DataFrame.select``. Decoders call this last.
+
+    ``value_warnings`` (a table with ``bad_values: warn``, :func:`sqlcdc.values.split_value_errors`)
+    adds one more column, :data:`sqlcdc.values.VALUE_WARNINGS_COL`, that the expectations turn into
+    ``dq_warnings``; silver itself keeps the canonical columns."""
     null_str = F.lit(None).cast("string")
+    extra = [] if value_warnings is None else [value_warnings.alias("_value_warnings")]
     return [
         change_id.cast("string").alias("change_id"),
         F.lit(source_format).alias("source_format"),
@@ -151,6 +157,7 @@ def change_row(
         (bronze_ingest_time if bronze_ingest_time is not None else F.col("ingest_time")).alias(
             "bronze_ingest_time"
         ),
+        *extra,
     ]
 
 

@@ -382,3 +382,43 @@ def provided_columns(raw_map: Column, columns: list[ColumnSpec]) -> Column:
     """Names of the columns that are keys of ``raw_map`` (present, even if their value is NULL)."""
     names = F.array(*[F.lit(c.name) for c in columns])
     return F.filter(names, lambda name: F.array_contains(F.map_keys(raw_map), name))
+
+
+#: Prefix of the ``dq_warnings`` rule a table with ``bad_values: warn`` names for a column whose value
+#: could not be read (``bad_value_price``).
+BAD_VALUE_RULE = "bad_value_"
+#: The column a decoder adds to its changes under ``bad_values: warn``: those rule names, per change.
+VALUE_WARNINGS_COL = "_value_warnings"
+
+
+def split_value_errors(errors: Column, columns: list[ColumnSpec], keys: list[str] | tuple[str, ...],
+                       bad_values: str) -> tuple[Column, Column | None]:
+    """A change's value errors (:func:`typed_struct`'s) -> (those that quarantine it, the warn rule
+    names of those that do not -- or None when nothing is only warned).
+
+    ``bad_values`` is the table's setting: ``quarantine`` (every error quarantines the change) or
+    ``warn`` (a non-key column's error keeps the change, its value NULL, and names
+    ``bad_value_<column>``; a key column's error still quarantines: the change could not be applied).
+
+    >>> # price "10.005" into decimal(10,2), bad_values: warn -> ([], ["bad_value_price"])
+    """
+    if bad_values != "warn":
+        return errors, None
+    warned = [c.name for c in columns if c.name not in set(keys)]
+    if not warned:
+        return errors, F.array().cast("array<string>")
+
+    def of(name: str):
+        return lambda e: e.startswith(f"column {name}: cannot read ")
+
+    def any_warned(e: Column) -> Column:
+        out = F.lit(False)
+        for name in warned:
+            out = out | of(name)(e)
+        return out
+
+    reasons = F.filter(errors, lambda e: ~any_warned(e))
+    names = F.filter(
+        F.array(*[F.when(F.exists(errors, of(n)), F.lit(BAD_VALUE_RULE + n)) for n in warned]), lambda n: n.isNotNull())
+    return reasons, names
+

@@ -22,7 +22,7 @@ from sqlcdc.config import TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats._ct_names import NAME, START_LSN, table_capture_instance
 from sqlcdc.formats._ct_values import _copies, changed_from_mask, lob_provided, quarantine, table_option
-from sqlcdc.values import ColumnSpec
+from sqlcdc.values import VALUE_WARNINGS_COL, ColumnSpec
 
 OP_DELETE, OP_INSERT, OP_UPDATE, OP_UPSERT = 1, 2, 4, 5  # __$operation (all with merge: 5 = insert or update)
 
@@ -77,6 +77,7 @@ def decode(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             commit_time=F.col("_commit_time"),
             transaction_id=F.col("_start"),
             bronze_record_id=F.col("record_id"),
+            value_warnings=F.col(VALUE_WARNINGS_COL) if table.bad_values == "warn" else None,
         )
     )
     return Decoded(changes=out, quarantine=bad.unionByName(conflict_q))

@@ -27,7 +27,7 @@ from sqlcdc.formats._ct_names import (
 )
 from sqlcdc.formats._masks import mask_has
 from sqlcdc.formats.base import one_json_value
-from sqlcdc.values import ColumnSpec, commit_time, typed_struct
+from sqlcdc.values import VALUE_WARNINGS_COL, ColumnSpec, commit_time, split_value_errors, typed_struct
 
 __all__ = ["binary_hex", "changed_from_mask", "lsn_text"]
 
@@ -132,6 +132,7 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
         value_errors.alias("_value_errors"),
     )
     keys = list(table.keys)
+    value_reasons, value_warnings = split_value_errors(F.col("_value_errors"), columns, keys, table.bad_values)
     ops = (1, 2, 4, 5) if net else (1, 2, 3, 4)
     bad_op = (f"{OPERATION} %s is not 1, 2, 4 or 5 (a net-changes export)" if net
               else f"{OPERATION} %s is not 1, 2, 3 or 4")
@@ -157,7 +158,7 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
                 F.when(m[COMMIT_TIME_COLUMN].isNotNull() & F.col("_commit_time").isNull(), F.format_string(
                     f"{COMMIT_TIME_COLUMN} %s is not a time within year 1..9999", F.substring(m[COMMIT_TIME_COLUMN], 1, 60))),
             ),
-            F.col("_value_errors"),
+            value_reasons,
             # a CSV/Parquet file without a configured column: its value was not exported, never NULL
             F.array(*[F.when((m[BINARY_HINT].isNotNull() | m[WHOLE_ROW_HINT].isNotNull()) & ~F.map_contains_key(m, c.name),
                              F.lit(f"column {c.name} is not in the file's header or schema")) for c in columns]),
@@ -167,7 +168,8 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
     )
     # a file or CSV line bronze could not read (UNREADABLE): its reason, and nothing read from it
     reasons = F.when(m[UNREADABLE].isNotNull(), F.array(m[UNREADABLE])).otherwise(reasons)
-    return rows.select("*", reasons.alias("_reasons"))
+    warned = [] if value_warnings is None else [value_warnings.alias(VALUE_WARNINGS_COL)]  # bad_values: warn
+    return rows.select("*", reasons.alias("_reasons"), *warned)
 
 
 _LSN_SHAPES = "binary(10), 0x hex or base64"

@@ -173,7 +173,7 @@ from sqlcdc.formats._ct_names import (NAME, OPERATION, ROW_FILTERS, SEQVAL, STAR
 from sqlcdc.formats._ct_values import _deduplicated, _parsed, changed_from_mask, lob_provided, table_option
 from sqlcdc.formats._ct_values import quarantine as _q
 from sqlcdc.formats._masks import mask_has
-from sqlcdc.values import ColumnSpec
+from sqlcdc.values import VALUE_WARNINGS_COL, ColumnSpec
 
 # Re-exported: the decoder is split into the private modules _ct_*; these stay ``cdc_ct.<name>``.
 from sqlcdc.formats._ct_exports import BINARY_HINT, RAW_TEXT, REQUIRED_COLUMNS, WHOLE_ROW_HINT, landed_files  # noqa: F401
@@ -286,7 +286,9 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     # Debezium's event_serial_no: rows consumed so far at this (commit LSN, seqval) position.
     at_position = Window.partitionBy("_start", "_seq").orderBy(F.col("_cmd").asc_nulls_first(), "_op", "record_id")
     whole_position = Window.partitionBy("_start", "_seq").rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    old_image = F.struct(F.col("_img").alias("img"), F.col("_mask").alias("mask"), F.col("record_id").alias("rid"))
+    warn = table.bad_values == "warn"  # then _parsed gave each row its VALUE_WARNINGS_COL
+    old_image = F.struct(F.col("_img").alias("img"), F.col("_mask").alias("mask"), F.col("record_id").alias("rid"),
+                         *([F.col(VALUE_WARNINGS_COL).alias("warn")] if warn else []))
     no_old = F.max((F.col("_op") == OP_UPDATE_OLD).cast("int")).over(whole_position) == 0
     good = good.select(
         "*",
@@ -387,6 +389,8 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             transaction_id=F.col("_start"),
             # An update is two change-table rows: lineage names both (op 4's, then op 3's).
             bronze_record_id=F.concat_ws(",", F.col("record_id"), F.col("_old.rid")),
+            value_warnings=F.array_distinct(F.concat(F.col(VALUE_WARNINGS_COL), F.coalesce(
+                F.col("_old.warn"), F.array().cast("array<string>")))) if warn else None,
         )
     )
     return Decoded(changes=out, quarantine=bad.unionByName(lone).unionByName(conflict_q))

@@ -103,7 +103,7 @@ from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_pro
 from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
 from sqlcdc.formats.base import bronze_columns, read_text_lines
 from sqlcdc.transport.files import file_read, open_files
-from sqlcdc.values import ColumnSpec, typed_struct, typed_value, value_error
+from sqlcdc.values import ColumnSpec, split_value_errors, typed_struct, typed_value, value_error
 
 NAME = "ces"
 STREAMING = False
@@ -310,6 +310,9 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     )
     after, before = F.col("_after"), F.col("_before")
     after_err, before_err = F.col("_after_err"), F.col("_before_err")
+    value_errors = F.concat(F.when(has_cur, after_err).otherwise(F.array().cast("array<string>")),
+                            F.when(has_old, before_err).otherwise(F.array().cast("array<string>")))
+    value_reasons, value_warnings = split_value_errors(value_errors, columns, keys, table.bad_values)
 
     problems = F.concat(
         _metadata_problems(table, columns, _discovered.get(_key(table, table.source), {})),
@@ -330,8 +333,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         ),
         F.col("_key_missing"),
         F.col("_key_err"),
-        F.when(has_cur, after_err).otherwise(F.array().cast("array<string>")),
-        F.when(has_old, before_err).otherwise(F.array().cast("array<string>")),
+        value_reasons,
     )
     problems = F.filter(problems, lambda p: p.isNotNull())
     ev = ev.select("*", problems.alias("_problems"))
@@ -372,6 +374,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             changed_columns=changed,
             commit_time=F.col("commit_ts"),
             transaction_id=F.col("commit_lsn"),
+            value_warnings=value_warnings,
         )
     )
     bad = ev.where(~schema_ok | (F.size("_problems") > 0))

@@ -61,7 +61,7 @@ from sqlcdc import dlt_meta, lsn, model, names
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_tx
 from sqlcdc.formats.base import one_json_value, read_text_lines, record_id
-from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, typed_struct
+from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, split_value_errors, typed_struct
 
 NAME = "debezium"
 STREAMING = True
@@ -293,6 +293,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
         src["name"], src["db"], src["schema"], src["table"], p["op"], src["commit_lsn"], src["change_lsn"],
         src["event_serial_no"], F.to_json(p["before"]), F.to_json(p["after"]),
     )
+    value_reasons, value_warnings = split_value_errors(F.col("_value_errors"), columns, keys, table.bad_values)
     typed = parsed.select(
         "*",
         before.alias("_before"),
@@ -309,7 +310,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
             F.array(F.when(src["ts_ms"].isNotNull() & ts_ms.isNull(), F.format_string(
                 "source.ts_ms '%s' is not a commit time (milliseconds since 1970, within year 1..9999)",
                 F.substring(src["ts_ms"], 1, 40)))),
-            F.col("_value_errors"),
+            value_reasons,
             F.transform(F.col("_key_nulls"), lambda k: F.format_string("key column %s is NULL", k)),
         ),
         lambda r: r.isNotNull(),
@@ -338,6 +339,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
             changed_columns=changed,
             commit_time=ts_ms,
             transaction_id=p["transaction"]["id"],
+            value_warnings=value_warnings,
         )
     )
     quarantine = bad.select(

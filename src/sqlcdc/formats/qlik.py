@@ -139,7 +139,7 @@ from sqlcdc.formats._qlik_metadata import (
 )
 from sqlcdc.formats._qlik_types import spec_for
 from sqlcdc.formats.base import read_text_lines, record_id
-from sqlcdc.values import ColumnSpec, provided_columns, typed_struct
+from sqlcdc.values import ColumnSpec, provided_columns, split_value_errors, typed_struct
 
 # Re-exported: the decoder is split into the private modules _qlik_*; these stay ``qlik.<name>``.
 from sqlcdc.formats._qlik_data import SEQUENCE_WIDTH  # noqa: F401
@@ -348,10 +348,11 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         F.when((F.col("_op") != "REFRESH") & F.col("_ts").isNotNull() & _utc(F.col("_ts")).isNull(), F.format_string(
             "headers.timestamp '%s' is not a UTC time within year 1..9999", F.substring(F.col("_ts"), 1, 60))),
     )
+    value_reasons, value_warnings = split_value_errors(F.col("_value_errors"), columns, keys, table.bad_values)
     reasons = F.filter(
         F.concat(
             F.array(problem),
-            F.when(problem.isNull(), F.col("_value_errors")).otherwise(empty),
+            F.when(problem.isNull(), value_reasons).otherwise(empty),
             F.when(problem.isNull(), F.transform("_key_nulls", lambda k: F.format_string(
                 "key column %s is NULL in the %s message", k, F.col("_op")))).otherwise(empty),
         ),
@@ -390,6 +391,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             changed_columns=F.col("_changed"),
             commit_time=F.when(~is_refresh, _utc(F.col("_ts"))),
             transaction_id=F.col("_tx"),
+            value_warnings=value_warnings,
         )
     )
     quarantine = bad.select(
