@@ -130,6 +130,10 @@ def test_config_takes_warn_and_refuses_anything_else(tmp_path):
     assert load_pipeline(path).tables[0].bad_values == "warn"
     path = _write(tmp_path / "default", {"pipeline.yml": PIPELINE, "tables/a.yml": "table: dbo.a\nkeys: [id]\n"})
     assert load_pipeline(path).tables[0].bad_values == "quarantine"
+    every = PIPELINE + "defaults:\n  bad_values: warn\n"
+    path = _write(tmp_path / "defaults", {"pipeline.yml": every, "tables/a.yml": "table: dbo.a\nkeys: [id]\n",
+                                          "tables/b.yml": "table: dbo.b\nkeys: [id]\nbad_values: quarantine\n"})
+    assert {t.name: t.bad_values for t in load_pipeline(path).tables} == {"a": "warn", "b": "quarantine"}
     path = _write(tmp_path / "bad", {"pipeline.yml": PIPELINE, "tables/a.yml": "table: dbo.a\nkeys: [id]\nbad_values: keep\n"})
     with pytest.raises(ConfigError) as e:
         load_pipeline(path)

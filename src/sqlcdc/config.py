@@ -474,7 +474,7 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         ignore_null_updates_except_column_list=tup("ignore_null_updates_except_column_list"),
         tombstone_retention_days=doc.get("tombstone_retention_days"),
         deletion_vectors=bool(doc.get("deletion_vectors", False)),
-        bad_values=doc.get("bad_values", "quarantine"),
+        bad_values=doc.get("bad_values", defaults.get("bad_values", "quarantine")),
         expectations=tuple(r for r, _ in rules),
         partition_cols=tup("partition_cols"),
         cluster_by=tup("cluster_by"),
