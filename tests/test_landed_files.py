@@ -9,12 +9,15 @@ import bz2
 import gzip
 import json
 import os
+import re
+import zlib
 from pathlib import Path
 
 import pytest
+from test_ces import event as ces_event
 
-from sqlcdc.formats import base
-from sqlcdc.formats import debezium
+from sqlcdc.formats import base, ces, debezium
+from sqlcdc.formats._avro_check import avro_file_problem
 
 GOOD = [json.dumps({"op": "c", "n": i}) for i in range(3)]
 
@@ -136,3 +139,121 @@ def test_a_local_streaming_read_keeps_what_it_can_and_adds_a_row_per_damaged_fil
 
     run()  # nothing new landed: no new row, the markers are not read twice
     assert spark.read.parquet(str(out)).count() == bronze.count()
+
+
+# ----------------------------------------------------------------------------- CES Avro container files
+
+#: CES ChangeEvents (tests/test_ces.py builds them like the seed page's), enough for several Avro
+#: blocks (Avro's writer starts a block about every 64 KB of records).
+CES_EVENTS = [
+    ces_event("INS", current={"purchase_id": str(i), "customer_name": f"customer {i} " + "x" * 300},
+              pk={"purchase_id": str(i)}, seq=i + 1)
+    for i in range(150)
+]
+#: The codecs Spark's Avro writer offers (``uncompressed`` is Avro's ``null``).
+AVRO_CODECS = ("snappy", "deflate", "bzip2", "xz", "zstandard", "uncompressed")
+
+
+@pytest.fixture(scope="module")
+def ces_avro(spark, tmp_path_factory) -> dict[str, bytes]:
+    """One CES Avro container file of :data:`CES_EVENTS` per codec, as Spark writes it (schema
+    :data:`sqlcdc.formats.ces.AVRO_SCHEMA`)."""
+    rows = [tuple(e[f.name].encode() if f.name == "data" else e[f.name] for f in ces.AVRO_SCHEMA.fields) for e in CES_EVENTS]
+    frame = spark.createDataFrame(rows, ces.AVRO_SCHEMA).coalesce(1)
+    out = {}
+    for codec in AVRO_CODECS:
+        folder = tmp_path_factory.mktemp(f"avro-{codec}")
+        frame.write.mode("overwrite").format("avro").option("compression", codec).save(str(folder))
+        (part,) = folder.glob("part-*.avro")
+        out[codec] = part.read_bytes()
+    return out
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
+def _damaged(good: bytes) -> dict[str, bytes]:
+    """Copies of a whole Avro file, each damaged in one way Spark's Avro reader stops at."""
+    return {
+        "cut": good[: len(good) // 2],  # in the middle of a block
+        "junk": good + b"this is not an Avro block\n",
+        "sync": _flip(good, len(good) - 1),  # the last block's sync marker
+        "not_avro": b'{"specversion": "1.0", "type": "com.microsoft.SQL.CES.DML.V1"}\n',
+    }
+
+
+def test_the_avro_check_passes_whole_files_and_says_where_a_damaged_one_stops(ces_avro, tmp_path):
+    def problem(data: bytes) -> str | None:
+        path = tmp_path / "f.avro"
+        path.write_bytes(data)
+        return avro_file_problem(str(path))
+
+    prefix = "cannot be read: not a whole Avro container file "
+    for codec, good in ces_avro.items():
+        assert problem(good) is None, codec
+        bad = _damaged(good)
+        assert re.fullmatch(rf"\(block [2-9] cut short at byte {len(good) // 2}\)", problem(bad["cut"]).removeprefix(prefix)), codec
+        assert re.fullmatch(rf"\(block \d+ cut short at byte {len(bad['junk'])}\)", problem(bad["junk"]).removeprefix(prefix)), codec
+        assert re.fullmatch(r"\(block \d+ at byte \d+ does not end with the header's sync marker\)",
+                            problem(bad["sync"]).removeprefix(prefix)), codec
+        assert problem(bad["not_avro"]) == prefix + "(no Avro magic bytes Obj\\x01 at its start)"
+        assert problem(good[:3]) == prefix + "(no Avro magic bytes Obj\\x01 at its start)"
+        assert problem(good[:20]).startswith(prefix + "(header metadata cut short at byte 20")
+    # a byte changed inside a compressed block: its codec's data no longer decompresses (snappy:
+    # nor matches its CRC32); zstandard blocks are not opened (no reader in Python's library)
+    for codec in ("snappy", "deflate", "bzip2", "xz"):
+        assert re.fullmatch(rf"\(block 2 at byte \d+ does not decompress as {codec}: .+\)",
+                            problem(_flip(ces_avro[codec], len(ces_avro[codec]) // 2)).removeprefix(prefix)), codec
+    assert problem(b"") == prefix + "(no Avro magic bytes Obj\\x01 at its start)"
+
+
+def _zigzag(n: int) -> bytes:
+    n, out = (n << 1) ^ (n >> 63), bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def _container(meta: dict[str, bytes], blocks: list[bytes], *, negative_count: bool = False) -> bytes:
+    """A container file built by hand: a metadata map written in one block (with a negative count,
+    its byte size follows, as the spec allows and Avro's writers never do), blocks of one object."""
+    entries = b"".join(_zigzag(len(k)) + k.encode() + _zigzag(len(v)) + v for k, v in meta.items())
+    head = _zigzag(-len(meta)) + _zigzag(len(entries)) if negative_count else _zigzag(len(meta))
+    sync = bytes(range(16))
+    return b"Obj\x01" + head + entries + _zigzag(0) + sync + b"".join(_zigzag(1) + _zigzag(len(b)) + b + sync for b in blocks)
+
+
+def test_the_avro_check_reads_the_header_as_the_spec_writes_it(tmp_path):
+    def problem(data: bytes) -> str | None:
+        path = tmp_path / "f.avro"
+        path.write_bytes(data)
+        return avro_file_problem(str(path))
+
+    schema = b'{"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}'
+    assert problem(_container({"avro.schema": schema}, [b"\x02a"], negative_count=True)) is None
+    assert problem(_container({"avro.schema": schema}, [])) is None  # a header and no block
+    assert problem(_container({"avro.schema": schema, "avro.codec": b"lz4"}, [b"\x02a"])).endswith(
+        "(avro.codec 'lz4' is none of bzip2, deflate, null, snappy, xz, zstandard)")
+    assert problem(_container({"avro.codec": b"null"}, [])).endswith("(no JSON avro.schema in its header)")
+    deflate = {"avro.schema": schema, "avro.codec": b"deflate"}
+    raw = zlib.compress(b"\x02a")[2:-4]  # raw deflate: no zlib header, no Adler-32
+    assert problem(_container(deflate, [raw, raw])) is None
+    assert problem(_container(deflate, [raw, raw[:-2]])).endswith(
+        f"(block 2 at byte {len(_container(deflate, [raw]))} does not decompress as deflate: "
+        "Error -5 while decompressing data: incomplete or truncated stream)")
+
+
+@pytest.mark.parametrize("damage", ["cut", "junk", "sync", "not_avro"])
+def test_without_the_check_spark_stops_at_a_damaged_avro_file(spark, ces_avro, tmp_path, monkeypatch, damage):
+    """What the check prevents (and what still happens where it does not run: Databricks): each
+    damage stops Spark's Avro reader, so a file the check flags is one Spark cannot read."""
+    monkeypatch.delenv(base.STATE_DIR_ENV, raising=False)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.avro").write_bytes(ces_avro["snappy"])
+    assert ces.read_avro(spark, str(landing), streaming=False).count() == len(CES_EVENTS)
+    (landing / "b.avro").write_bytes(_damaged(ces_avro["snappy"])[damage])
+    with pytest.raises(Exception, match="FAILED_READ_FILE"):
+        ces.read_avro(spark, str(landing), streaming=False).count()
