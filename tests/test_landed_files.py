@@ -1,7 +1,8 @@
-"""Landed text files that cannot be read to their end (issue 16): a ``.gz``/``.bz2`` cut short or
-not compressed at all stopped the whole read (Spark's codecs fail mid-file). In a local run the
-file is checked first (plain Python), Spark keeps what it could read of it, and the streaming
-bronze gets one row for the file that the pipeline quarantines with the reason."""
+"""Landed files that cannot be read to their end (issue 16): a ``.gz``/``.bz2`` cut short or not
+compressed at all, or a CES Avro container file cut short, with junk or not Avro, stopped the whole
+read (Spark's codecs and Avro reader fail mid-file). In a local run the file is checked first
+(plain Python), Spark keeps what it could read of it, and the streaming bronze gets one row for the
+file that the pipeline quarantines with the reason."""
 
 from __future__ import annotations
 
@@ -257,3 +258,47 @@ def test_without_the_check_spark_stops_at_a_damaged_avro_file(spark, ces_avro, t
     (landing / "b.avro").write_bytes(_damaged(ces_avro["snappy"])[damage])
     with pytest.raises(Exception, match="FAILED_READ_FILE"):
         ces.read_avro(spark, str(landing), streaming=False).count()
+
+
+def test_a_local_streaming_avro_read_keeps_what_it_can_and_adds_a_row_per_damaged_file(spark, ces_avro, tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(state))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.avro").write_bytes(ces_avro["snappy"])
+    (landing / "b.avro").write_bytes(ces_avro["deflate"])
+    for name, data in _damaged(ces_avro["snappy"]).items():
+        (landing / f"{name}.avro").write_bytes(data)
+    (landing / "flipped.avro").write_bytes(_flip(ces_avro["snappy"], len(ces_avro["snappy"]) // 2))  # CRC32
+    (landing / "events.json").write_text("not Avro, and the Avro glob leaves it out\n")
+    out, ckpt = tmp_path / "bronze", tmp_path / "ckpt"
+
+    def run():
+        q = (ces.read_avro(spark, str(landing)).writeStream.format("parquet").option("checkpointLocation", str(ckpt))
+             .trigger(availableNow=True).start(str(out)))
+        q.awaitTermination()
+
+    run()
+    bronze = spark.read.parquet(str(out))
+    damaged = ["cut.avro", "flipped.avro", "junk.avro", "not_avro.avro", "sync.avro"]
+    assert sorted(Path(r.source_file).name for r in bronze.where(base.is_unreadable_file()).collect()) == damaged
+    by_file: dict[str, list[dict]] = {}
+    for r in bronze.where(~base.is_unreadable_file()).collect():
+        by_file.setdefault(Path(r.source_file).name, []).append(json.loads(r.value))
+    key = lambda e: e["logicalid"]  # noqa: E731
+    assert sorted(by_file["a.avro"], key=key) == sorted(by_file["b.avro"], key=key) == sorted(CES_EVENTS, key=key)
+    assert sorted(by_file["junk.avro"], key=key) == sorted(CES_EVENTS, key=key)  # the junk is after the last block
+    # of the others, the records of the blocks before the damage (Spark skips the rest of the file)
+    assert set(by_file) <= {"a.avro", "b.avro", "junk.avro", "cut.avro", "sync.avro", "flipped.avro"}
+    assert all(e in CES_EVENTS for f in ("cut.avro", "sync.avro", "flipped.avro") for e in by_file.get(f, []))
+    assert 0 < len(by_file["cut.avro"]) < len(CES_EVENTS)
+
+    q = base.unreadable_file_rows(bronze, "s", "ces").collect()
+    assert sorted((Path(r.bronze_file).name, r.reason.split(" (")[0], r.rules) for r in q) == [
+        (name, f"file {name} cannot be read: not a whole Avro container file", ["unreadable_file"]) for name in damaged]
+    assert all(r.reason.endswith("; what could be read before the damage was landed as usual") for r in q)
+    checked = json.loads((state / "unreadable" / "checked.json").read_text())
+    assert sorted(Path(p).name for p in checked) == ["a.avro", "b.avro"]  # whole: not read through again
+
+    run()  # nothing new landed: no new row, the markers are not read twice
+    assert spark.read.parquet(str(out)).count() == bronze.count()
