@@ -1,7 +1,8 @@
-"""Landed text files that cannot be read to their end (issue 16): a ``.gz``/``.bz2`` cut short or
-not compressed at all stopped the whole read (Spark's codecs fail mid-file). In a local run the
-file is checked first (plain Python), Spark keeps what it could read of it, and the streaming
-bronze gets one row for the file that the pipeline quarantines with the reason."""
+"""Landed files that cannot be read to their end (issue 16): a ``.gz``/``.bz2`` cut short or not
+compressed at all, or a CES Avro container file cut short, with junk or not Avro, stopped the whole
+read (Spark's codecs and Avro reader fail mid-file). In a local run the file is checked first
+(plain Python), Spark keeps what it could read of it, and the streaming bronze gets one row for the
+file that the pipeline quarantines with the reason."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import bz2
 import gzip
 import json
 import os
+import re
+import zlib
 from pathlib import Path
 
 import pytest
+from test_ces import event as ces_event
 
-from sqlcdc.formats import base
-from sqlcdc.formats import debezium
+from sqlcdc.formats import base, ces, debezium
+from sqlcdc.formats._avro_check import avro_file_problem
 
 GOOD = [json.dumps({"op": "c", "n": i}) for i in range(3)]
 
@@ -133,6 +137,168 @@ def test_a_local_streaming_read_keeps_what_it_can_and_adds_a_row_per_damaged_fil
         ("d.json.gz", "file d.json.gz cannot be read: not a whole gzip file", ["unreadable_file"]),
         ("e.json.bz2", "file e.json.bz2 cannot be read: not a whole bzip2 file", ["unreadable_file"]),
     ]
+
+    run()  # nothing new landed: no new row, the markers are not read twice
+    assert spark.read.parquet(str(out)).count() == bronze.count()
+
+
+# ----------------------------------------------------------------------------- CES Avro container files
+
+#: CES ChangeEvents (tests/test_ces.py builds them like the seed page's), enough for several Avro
+#: blocks (Avro's writer starts a block about every 64 KB of records).
+CES_EVENTS = [
+    ces_event("INS", current={"purchase_id": str(i), "customer_name": f"customer {i} " + "x" * 300},
+              pk={"purchase_id": str(i)}, seq=i + 1)
+    for i in range(150)
+]
+#: The codecs Spark's Avro writer offers (``uncompressed`` is Avro's ``null``).
+AVRO_CODECS = ("snappy", "deflate", "bzip2", "xz", "zstandard", "uncompressed")
+
+
+@pytest.fixture(scope="module")
+def ces_avro(spark, tmp_path_factory) -> dict[str, bytes]:
+    """One CES Avro container file of :data:`CES_EVENTS` per codec, as Spark writes it (schema
+    :data:`sqlcdc.formats.ces.AVRO_SCHEMA`)."""
+    rows = [tuple(e[f.name].encode() if f.name == "data" else e[f.name] for f in ces.AVRO_SCHEMA.fields) for e in CES_EVENTS]
+    frame = spark.createDataFrame(rows, ces.AVRO_SCHEMA).coalesce(1)
+    out = {}
+    for codec in AVRO_CODECS:
+        folder = tmp_path_factory.mktemp(f"avro-{codec}")
+        frame.write.mode("overwrite").format("avro").option("compression", codec).save(str(folder))
+        (part,) = folder.glob("part-*.avro")
+        out[codec] = part.read_bytes()
+    return out
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
+def _damaged(good: bytes) -> dict[str, bytes]:
+    """Copies of a whole Avro file, each damaged in one way Spark's Avro reader stops at."""
+    return {
+        "cut": good[: len(good) // 2],  # in the middle of a block
+        "junk": good + b"this is not an Avro block\n",
+        "sync": _flip(good, len(good) - 1),  # the last block's sync marker
+        "not_avro": b'{"specversion": "1.0", "type": "com.microsoft.SQL.CES.DML.V1"}\n',
+    }
+
+
+def test_the_avro_check_passes_whole_files_and_says_where_a_damaged_one_stops(ces_avro, tmp_path):
+    def problem(data: bytes) -> str | None:
+        path = tmp_path / "f.avro"
+        path.write_bytes(data)
+        return avro_file_problem(str(path))
+
+    prefix = "cannot be read: not a whole Avro container file "
+    for codec, good in ces_avro.items():
+        assert problem(good) is None, codec
+        bad = _damaged(good)
+        assert re.fullmatch(rf"\(block [2-9] cut short at byte {len(good) // 2}\)", problem(bad["cut"]).removeprefix(prefix)), codec
+        assert re.fullmatch(rf"\(block \d+ cut short at byte {len(bad['junk'])}\)", problem(bad["junk"]).removeprefix(prefix)), codec
+        assert re.fullmatch(r"\(block \d+ at byte \d+ does not end with the header's sync marker\)",
+                            problem(bad["sync"]).removeprefix(prefix)), codec
+        assert problem(bad["not_avro"]) == prefix + "(no Avro magic bytes Obj\\x01 at its start)"
+        assert problem(good[:3]) == prefix + "(no Avro magic bytes Obj\\x01 at its start)"
+        assert problem(good[:20]).startswith(prefix + "(header metadata cut short at byte 20")
+    # a byte changed inside a compressed block: its codec's data no longer decompresses (snappy:
+    # nor matches its CRC32); zstandard blocks are not opened (no reader in Python's library)
+    for codec in ("snappy", "deflate", "bzip2", "xz"):
+        assert re.fullmatch(rf"\(block 2 at byte \d+ does not decompress as {codec}: .+\)",
+                            problem(_flip(ces_avro[codec], len(ces_avro[codec]) // 2)).removeprefix(prefix)), codec
+    assert problem(b"") == prefix + "(no Avro magic bytes Obj\\x01 at its start)"
+
+
+def _zigzag(n: int) -> bytes:
+    n, out = (n << 1) ^ (n >> 63), bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def _container(meta: dict[str, bytes], blocks: list[bytes], *, negative_count: bool = False) -> bytes:
+    """A container file built by hand: a metadata map written in one block (with a negative count,
+    its byte size follows, as the spec allows and Avro's writers never do), blocks of one object."""
+    entries = b"".join(_zigzag(len(k)) + k.encode() + _zigzag(len(v)) + v for k, v in meta.items())
+    head = _zigzag(-len(meta)) + _zigzag(len(entries)) if negative_count else _zigzag(len(meta))
+    sync = bytes(range(16))
+    return b"Obj\x01" + head + entries + _zigzag(0) + sync + b"".join(_zigzag(1) + _zigzag(len(b)) + b + sync for b in blocks)
+
+
+def test_the_avro_check_reads_the_header_as_the_spec_writes_it(tmp_path):
+    def problem(data: bytes) -> str | None:
+        path = tmp_path / "f.avro"
+        path.write_bytes(data)
+        return avro_file_problem(str(path))
+
+    schema = b'{"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}'
+    assert problem(_container({"avro.schema": schema}, [b"\x02a"], negative_count=True)) is None
+    assert problem(_container({"avro.schema": schema}, [])) is None  # a header and no block
+    assert problem(_container({"avro.schema": schema, "avro.codec": b"lz4"}, [b"\x02a"])).endswith(
+        "(avro.codec 'lz4' is none of bzip2, deflate, null, snappy, xz, zstandard)")
+    assert problem(_container({"avro.codec": b"null"}, [])).endswith("(no JSON avro.schema in its header)")
+    deflate = {"avro.schema": schema, "avro.codec": b"deflate"}
+    raw = zlib.compress(b"\x02a")[2:-4]  # raw deflate: no zlib header, no Adler-32
+    assert problem(_container(deflate, [raw, raw])) is None
+    assert problem(_container(deflate, [raw, raw[:-2]])).endswith(
+        f"(block 2 at byte {len(_container(deflate, [raw]))} does not decompress as deflate: "
+        "Error -5 while decompressing data: incomplete or truncated stream)")
+
+
+@pytest.mark.parametrize("damage", ["cut", "junk", "sync", "not_avro"])
+def test_without_the_check_spark_stops_at_a_damaged_avro_file(spark, ces_avro, tmp_path, monkeypatch, damage):
+    """What the check prevents (and what still happens where it does not run: Databricks): each
+    damage stops Spark's Avro reader, so a file the check flags is one Spark cannot read."""
+    monkeypatch.delenv(base.STATE_DIR_ENV, raising=False)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.avro").write_bytes(ces_avro["snappy"])
+    assert ces.read_avro(spark, str(landing), streaming=False).count() == len(CES_EVENTS)
+    (landing / "b.avro").write_bytes(_damaged(ces_avro["snappy"])[damage])
+    with pytest.raises(Exception, match="FAILED_READ_FILE"):
+        ces.read_avro(spark, str(landing), streaming=False).count()
+
+
+def test_a_local_streaming_avro_read_keeps_what_it_can_and_adds_a_row_per_damaged_file(spark, ces_avro, tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(state))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.avro").write_bytes(ces_avro["snappy"])
+    (landing / "b.avro").write_bytes(ces_avro["deflate"])
+    for name, data in _damaged(ces_avro["snappy"]).items():
+        (landing / f"{name}.avro").write_bytes(data)
+    (landing / "flipped.avro").write_bytes(_flip(ces_avro["snappy"], len(ces_avro["snappy"]) // 2))  # CRC32
+    (landing / "events.json").write_text("not Avro, and the Avro glob leaves it out\n")
+    out, ckpt = tmp_path / "bronze", tmp_path / "ckpt"
+
+    def run():
+        q = (ces.read_avro(spark, str(landing)).writeStream.format("parquet").option("checkpointLocation", str(ckpt))
+             .trigger(availableNow=True).start(str(out)))
+        q.awaitTermination()
+
+    run()
+    bronze = spark.read.parquet(str(out))
+    damaged = ["cut.avro", "flipped.avro", "junk.avro", "not_avro.avro", "sync.avro"]
+    assert sorted(Path(r.source_file).name for r in bronze.where(base.is_unreadable_file()).collect()) == damaged
+    by_file: dict[str, list[dict]] = {}
+    for r in bronze.where(~base.is_unreadable_file()).collect():
+        by_file.setdefault(Path(r.source_file).name, []).append(json.loads(r.value))
+    key = lambda e: e["logicalid"]  # noqa: E731
+    assert sorted(by_file["a.avro"], key=key) == sorted(by_file["b.avro"], key=key) == sorted(CES_EVENTS, key=key)
+    assert sorted(by_file["junk.avro"], key=key) == sorted(CES_EVENTS, key=key)  # the junk is after the last block
+    # of the others, the records of the blocks before the damage (Spark skips the rest of the file)
+    assert set(by_file) <= {"a.avro", "b.avro", "junk.avro", "cut.avro", "sync.avro", "flipped.avro"}
+    assert all(e in CES_EVENTS for f in ("cut.avro", "sync.avro", "flipped.avro") for e in by_file.get(f, []))
+    assert 0 < len(by_file["cut.avro"]) < len(CES_EVENTS)
+
+    q = base.unreadable_file_rows(bronze, "s", "ces").collect()
+    assert sorted((Path(r.bronze_file).name, r.reason.split(" (")[0], r.rules) for r in q) == [
+        (name, f"file {name} cannot be read: not a whole Avro container file", ["unreadable_file"]) for name in damaged]
+    assert all(r.reason.endswith("; what could be read before the damage was landed as usual") for r in q)
+    checked = json.loads((state / "unreadable" / "checked.json").read_text())
+    assert sorted(Path(p).name for p in checked) == ["a.avro", "b.avro"]  # whole: not read through again
 
     run()  # nothing new landed: no new row, the markers are not read twice
     assert spark.read.parquet(str(out)).count() == bronze.count()

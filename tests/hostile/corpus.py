@@ -51,10 +51,16 @@ def colon_name(file: str) -> str:
 def damaged_files(file: str) -> dict[str, str]:
     """Files of a producer that cannot be read to their end -> what their quarantine reason says:
     a ``.gz`` cut short (copies of the producer's first good record, so whatever Spark reads of it
-    before the cut changes no gold) and a ``.gz`` that is not gzip at all. Each stopped the whole
-    run (Spark's codec fails mid-file); now each is quarantined as a file."""
+    before the cut changes no gold) and a ``.gz`` that is not gzip at all; for CES also an ``.avro``
+    that is not Avro at all (:data:`DAMAGED_AVRO`). Each stopped the whole run (Spark's codec or
+    Avro reader fails mid-file); now each is quarantined as a file."""
     stem, _, ext = file.rpartition(".")
-    return {f"{stem}_cut.{ext}.gz": "not a whole gzip file (EOFError", f"{stem}_junk.{ext}.gz": "not a whole gzip file (BadGzipFile"}
+    gz = {f"{stem}_cut.{ext}.gz": "not a whole gzip file (EOFError", f"{stem}_junk.{ext}.gz": "not a whole gzip file (BadGzipFile"}
+    return gz | (DAMAGED_AVRO if file == SOURCES["ces"][2] else {})
+
+
+#: The CES source's landed Avro container file that is not Avro (its records all land as JSON lines).
+DAMAGED_AVRO = {"part-0_junk.avro": "not a whole Avro container file (no Avro magic bytes"}
 
 
 #: records of a producer that are neither silver nor quarantine: Qlik's metadata message is skipped
@@ -103,11 +109,14 @@ def land(landing: Path) -> tuple[str, dict[str, str]]:
         alone = next(c.record for c in CASES_OF[producer] if c.place == "silver")
         (folder / file).write_text("\n".join(x for x in lines[producer] if x != alone) + "\n")
         (folder / colon_name(file)).write_text(alone + "\n")
-        cut, junk = damaged_files(file)
+        cut, junk, *avro = damaged_files(file)
         (folder / cut).write_bytes(gzip.compress(((alone + "\n") * 50).encode())[:-40])
         (folder / junk).write_bytes(b"these bytes were meant to be gzip\n")
-        # CES reads JSON lines by json_glob (default *.{json,jsonl,ndjson}): let it read .json.gz too
-        options = "    options: {serialization: json, json_glob: '*.{json,json.gz}'}\n" if producer == "ces" else ""
+        for name in avro:
+            (folder / name).write_bytes(b"these bytes were meant to be an Avro container file\n")
+        # CES reads JSON lines by json_glob (default *.{json,jsonl,ndjson}): let it read .json.gz too;
+        # and Avro files (avro_glob, default *.avro)
+        options = "    options: {serialization: auto, json_glob: '*.{json,json.gz}'}\n" if producer == "ces" else ""
         sources += f"  {source}:\n    format: {producer}\n    landing: {folder}\n{options}"
     dbz_cols = [{"name": f["field"], "type": _dbz_type(f)} for f in h.DBZ_FIELDS]
     tables = {
@@ -147,7 +156,8 @@ def check(spark, tables: Path) -> None:
         damaged = damaged_files(file)
         bronze, silver, quarantine = (_read(spark, tables, n) for n in (f"bronze_{source}", f"silver_{table}", f"quarantine_{source}"))
         for name, reason in damaged.items():  # quarantined as a file, with the reason
-            rows = [r for r in quarantine.where(F.col("bronze_file").endswith(name)).collect() if "gzip" in (r.reason or "")]
+            rows = [r for r in quarantine.where(F.col("bronze_file").endswith(name)).collect()
+                    if (r.reason or "").startswith(f"file {name} cannot be read")]
             assert len(rows) == 1 and f"file {name} cannot be read: {reason}" in rows[0].reason, f"{source}: {name}: {rows}"
         # the records: everything else (what Spark read of the cut file before the damage is the
         # first good record again, or its last line cut short: in silver or quarantine, as the balance says)

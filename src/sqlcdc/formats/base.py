@@ -1,4 +1,4 @@
-"""Pieces decoders share: reading landed text files into bronze."""
+"""Pieces decoders share: reading landed files into bronze."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from pyspark.sql.readwriter import DataFrameReader
 from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
+from sqlcdc.formats._avro_check import avro_file_problem
 from sqlcdc.transport.files import LANDED_FILE_OPTIONS, file_read, open_files
 
 def landed_files_reader(spark: SparkSession, *, streaming: bool = False) -> DataFrameReader | DataStreamReader:
@@ -29,7 +30,7 @@ def landed_files_reader(spark: SparkSession, *, streaming: bool = False) -> Data
 
 #: Environment variable naming the folder where a local run keeps its file checks (``sqlcdc run``
 #: sets it to ``<warehouse>/_sqlcdc``). Unset (Databricks, a notebook), landed files are read as
-#: Spark reads them: a corrupt compressed file then stops the read, naming the file.
+#: Spark reads them: a corrupt compressed or Avro file then stops the read, naming the file.
 STATE_DIR_ENV = "SQLCDC_STATE_DIR"
 
 #: The key of the bronze ``value`` that stands for a landed file that cannot be read to its end
@@ -56,14 +57,36 @@ def read_text_lines(spark: SparkSession, landing: str, *, streaming: bool = True
     keeps what it could read of it (``ignoreCorruptFiles``), and the streaming read adds one bronze
     row for the file (:data:`UNREADABLE_FILE`, with the reason) that the pipeline quarantines.
     """
-    state = os.environ.get(STATE_DIR_ENV)
-    root = local_path(landing)
-    raw = open_files(spark, file_read(landing, file_format="text", streaming=streaming, glob=glob,
-                                      ignore_corrupt=bool(state and root is not None)))
+    raw = open_landed_files(spark, landing, file_format="text", streaming=streaming, glob=glob)
     rows = bronze_columns(raw.select("value", F.col("_metadata.file_path").alias("source_file")))
-    if not (streaming and state and root is not None):
+    return with_unreadable_files(spark, rows, landing, streaming=streaming, glob=glob)
+
+
+def _checked_folder(landing: str) -> tuple[str, Path] | None:
+    """(local folder, state folder) when this run checks the files of ``landing`` (a local run of
+    a local landing, :data:`STATE_DIR_ENV`), else None."""
+    state, root = os.environ.get(STATE_DIR_ENV), local_path(landing)
+    return (root, Path(state)) if state and root is not None else None
+
+
+def open_landed_files(spark: SparkSession, landing: str, *, file_format: str, streaming: bool,
+                      glob: str | None = None, schema: StructType | None = None) -> DataFrame:
+    """The landed files of ``landing`` as Spark reads them (:func:`sqlcdc.transport.files.file_read`);
+    where this run checks them (:func:`check_landed_files`), a damaged file does not stop the read:
+    Spark keeps what it could read of it (``ignoreCorruptFiles``)."""
+    checked = _checked_folder(landing) is not None
+    return open_files(spark, file_read(landing, file_format=file_format, streaming=streaming, glob=glob,
+                                       schema=schema, ignore_corrupt=checked))
+
+
+def with_unreadable_files(spark: SparkSession, rows: DataFrame, landing: str, *, streaming: bool,
+                          glob: str | None = None) -> DataFrame:
+    """Bronze ``rows`` read by :func:`open_landed_files`, plus, in a streaming read this run checks,
+    one row per landed file that cannot be read to its end (:data:`UNREADABLE_FILE`)."""
+    checked = _checked_folder(landing)
+    if not (streaming and checked):
         return rows
-    markers = check_landed_files(root, glob, Path(state))
+    markers = check_landed_files(checked[0], glob, checked[1])
     found = spark.readStream.schema(_MARKER_SCHEMA).json(str(markers))
     return rows.unionByName(bronze_columns(found))
 
@@ -92,6 +115,11 @@ def _glob_patterns(glob: str | None) -> list[str]:
     return [p for alt in m.group(1).split(",") for p in _glob_patterns(glob[: m.start()] + alt + glob[m.end():])]
 
 
+#: The landed files :class:`FileChecks` reads through: those Spark cannot read to their end when
+#: damaged (plain text always can).
+CHECKED_SUFFIXES = (".gz", ".bz2", ".avro")
+
+
 def compressed_file_problem(path: str) -> str | None:
     """Why a ``.gz`` / ``.bz2`` file cannot be read to its end, else None (other files: None).
 
@@ -111,13 +139,21 @@ def compressed_file_problem(path: str) -> str | None:
     return None
 
 
+def landed_file_problem(path: str) -> str | None:
+    """Why a landed ``.gz``/``.bz2`` (:func:`compressed_file_problem`) or Avro container file
+    (:func:`sqlcdc.formats._avro_check.avro_file_problem`) cannot be read to its end, else None."""
+    if path.lower().endswith(".avro"):
+        return avro_file_problem(path)
+    return compressed_file_problem(path)
+
+
 class FileChecks:
-    """:func:`compressed_file_problem`, remembering whole files by size and modification time in
-    ``<state>/unreadable/checked.json`` so each is decompressed once, not on every run. Without a
+    """:func:`landed_file_problem`, remembering whole files by size and modification time in
+    ``<state>/unreadable/checked.json`` so each is read through once, not on every run. Without a
     state folder (``state=None``) nothing is remembered.
 
     >>> checks = FileChecks(None)
-    >>> checks.problem("landing/a.json") is None   # not compressed: nothing to check
+    >>> checks.problem("landing/a.json") is None   # neither compressed nor Avro: nothing to check
     True
     """
 
@@ -138,7 +174,7 @@ class FileChecks:
         return cls(Path(state) if state else None)
 
     def problem(self, path: str) -> str | None:
-        if not path.lower().endswith((".gz", ".bz2")):
+        if not path.lower().endswith(CHECKED_SUFFIXES):
             return None
         try:
             st = os.stat(path)
@@ -147,7 +183,7 @@ class FileChecks:
         stamp = [st.st_size, st.st_mtime_ns]
         if self._whole.get(path) == stamp:
             return None
-        problem = compressed_file_problem(path)
+        problem = landed_file_problem(path)
         if problem is None:
             self._whole[path] = stamp
             self._changed = True
@@ -163,7 +199,7 @@ class FileChecks:
 
 
 def check_landed_files(folder: str, glob: str | None, state: Path) -> Path:
-    """Check the compressed files Spark's file source would read in ``folder`` (its files that
+    """Check the compressed and Avro files Spark's file source would read in ``folder`` (its files that
     match ``glob``, hidden and ``_`` ones skipped); return the folder of marker files, one JSON
     line per file that cannot be read (:data:`UNREADABLE_FILE`). Plain Python, no Spark job.
 

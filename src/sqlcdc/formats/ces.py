@@ -101,8 +101,7 @@ from sqlcdc.formats._ces_events import _pk_value, _routes, disposition, envelope
 from sqlcdc.formats._ces_events import routed, transaction_marks
 from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
 from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
-from sqlcdc.formats.base import bronze_columns, read_text_lines
-from sqlcdc.transport.files import file_read, open_files
+from sqlcdc.formats.base import bronze_columns, open_landed_files, read_text_lines, with_unreadable_files
 from sqlcdc.values import ColumnSpec, split_value_errors, typed_struct, typed_value, value_error
 
 NAME = "ces"
@@ -166,11 +165,15 @@ def read_avro(spark: SparkSession, landing: str, *, streaming: bool = True, glob
     """Avro container files of ``ChangeEvent`` records as bronze rows, each rendered as JSON text.
 
     ``data`` (Avro ``bytes``) becomes a UTF-8 string, so the text equals the JSON serialization.
+    In a local run a file that cannot be read to its end (cut short, junk, not Avro) does not stop
+    the read: as for a damaged ``.gz`` (:func:`sqlcdc.formats.base.read_text_lines`) Spark keeps what
+    it could read and the streaming read adds one bronze row for the file, which is quarantined.
     """
-    raw = open_files(spark, file_read(landing, file_format="avro", streaming=streaming, glob=glob, schema=AVRO_SCHEMA))
+    raw = open_landed_files(spark, landing, file_format="avro", streaming=streaming, glob=glob, schema=AVRO_SCHEMA)
     fields = [F.col(f.name) for f in AVRO_SCHEMA.fields if f.name != "data"]
     value = F.to_json(F.struct(*fields, F.col("data").cast("string").alias("data")))
-    return bronze_columns(raw.select(value.alias("value"), F.col("_metadata.file_path").alias("source_file")))
+    rows = bronze_columns(raw.select(value.alias("value"), F.col("_metadata.file_path").alias("source_file")))
+    return with_unreadable_files(spark, rows, landing, streaming=streaming, glob=glob)
 
 
 # ----------------------------------------------------------------------------- columns & keys

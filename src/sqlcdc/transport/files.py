@@ -63,7 +63,7 @@ def file_read(
     """The read of ``landing`` for files of ``file_format`` (``text``, ``avro``, ...).
 
     ``glob`` selects file names (``pathGlobFilter``); ``ignore_corrupt`` keeps what can be read of
-    a damaged compressed file (the local run quarantines the file itself, :mod:`sqlcdc.formats.base`).
+    a damaged compressed or Avro file (the local run quarantines the file itself, :mod:`sqlcdc.formats.base`).
     ``databricks`` defaults to :func:`sqlcdc.runtime.is_databricks`.
     """
     on_databricks = runtime.is_databricks() if databricks is None else databricks

@@ -1,0 +1,178 @@
+"""Whether an Avro object container file can be read to its end: plain Python, no Avro library.
+
+The layout (Avro specification, "Object Container Files")::
+
+    header:  b"Obj\\x01", file metadata (an Avro map of bytes: avro.schema, avro.codec), 16-byte sync marker
+    blocks:  object count (long), byte size (long), that many bytes, the header's sync marker again
+
+Longs are zig-zag varints; a map is blocks of entries, each block's count a long (a negative count
+-n means n entries preceded by the block's byte size), ended by a count of 0. Spark's Avro reader
+(Avro's DataFileStream) fails the whole read at a block cut short, a sync marker that differs from
+the header's, a block of junk or a file that is not Avro; :func:`avro_file_problem` tells the same
+before Spark opens the file. Each block of codec ``deflate``, ``snappy`` (with its CRC32), ``bzip2``
+or ``xz`` is decompressed; of ``zstandard`` only the framing is checked. An unknown codec is a
+problem too: Spark cannot read such a file at all. Not checked: that the records of a block decode
+with the file's schema (a block with the right framing and codec data but bytes changed inside).
+"""
+
+from __future__ import annotations
+
+import bz2
+import json
+import lzma
+import os
+import zlib
+from typing import BinaryIO, Callable
+
+MAGIC = b"Obj\x01"
+SYNC_SIZE = 16
+#: The codecs Avro's Java reader (Spark's) knows; a file with another cannot be read by Spark.
+KNOWN_CODECS = frozenset({"null", "deflate", "snappy", "bzip2", "xz", "zstandard"})
+
+
+class _Damaged(Exception):
+    """The file is not a whole Avro container file; the message says where."""
+
+
+class _Reader:
+    """Reads a file front to back; a read past its end names what was cut short."""
+
+    def __init__(self, fh: BinaryIO, size: int) -> None:
+        self.fh, self.size, self.pos = fh, size, 0
+
+    def take(self, n: int, what: str) -> bytes:
+        if n < 0:
+            raise _Damaged(f"{what} at byte {self.pos} has a negative length")
+        if self.pos + n > self.size:
+            raise _Damaged(f"{what} cut short at byte {self.size}")
+        self.pos += n
+        return self.fh.read(n)
+
+    def long(self, what: str) -> int:
+        """A zig-zag varint long (at most 10 bytes)."""
+        start, shift, acc = self.pos, 0, 0
+        while True:
+            b = self.take(1, what)[0]
+            acc |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return (acc >> 1) ^ -(acc & 1)
+            shift += 7
+            if shift >= 70:
+                raise _Damaged(f"{what} at byte {start} is not a varint long")
+
+
+def _metadata(r: _Reader) -> dict[str, bytes]:
+    meta: dict[str, bytes] = {}
+    while count := r.long("header metadata"):
+        if count < 0:
+            count = -count
+            r.long("header metadata")  # the block's byte size
+        for _ in range(count):
+            key = r.take(r.long("header metadata"), "header metadata")
+            meta[key.decode("utf-8", "replace")] = r.take(r.long("header metadata"), "header metadata")
+    return meta
+
+
+def _unsnappy(data: bytes) -> bytes:
+    """Snappy's raw format, decompressed (what Avro's snappy codec writes before each block's CRC32):
+    a varint of the length, then literals and copies of earlier output. Raises ValueError."""
+    try:
+        want, shift, r = 0, 0, 0
+        while True:
+            b = data[r]
+            r += 1
+            want |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+            if shift > 35:
+                raise ValueError("its snappy length is not a varint")
+        out = bytearray()
+        while r < len(data) and len(out) <= want:
+            tag, kind = data[r], data[r] & 3
+            r += 1
+            if kind == 0:  # literal: length in the tag, or in the 1-4 bytes after it
+                n = tag >> 2
+                if n >= 60:
+                    n, r = int.from_bytes(data[r:r + n - 59], "little"), r + n - 59
+                if r + n + 1 > len(data):
+                    raise ValueError("a snappy literal runs past the block")
+                out += data[r:r + n + 1]
+                r += n + 1
+                continue
+            if kind == 1:
+                n, offset, r = ((tag >> 2) & 7) + 4, (tag >> 5) << 8 | data[r], r + 1
+            else:
+                width = 2 if kind == 2 else 4
+                n, offset, r = (tag >> 2) + 1, int.from_bytes(data[r:r + width], "little"), r + width
+            if r > len(data) or not 0 < offset <= len(out):
+                raise ValueError("a snappy copy points outside what was decompressed")
+            piece = out[len(out) - offset:len(out) - offset + n]
+            out += (piece * (n // len(piece) + 1))[:n]  # a copy may overlap its own output
+    except IndexError:
+        raise ValueError("its snappy data is cut short") from None
+    if len(out) != want:
+        raise ValueError(f"its snappy data decompresses to {len(out)} bytes, not the {want} it says")
+    return bytes(out)
+
+
+def _snappy(body: bytes) -> None:
+    """A snappy block: the snappy data, then the CRC32 (big-endian) of what it decompresses to."""
+    if len(body) < 4:
+        raise ValueError("no room for its snappy CRC32")
+    if zlib.crc32(_unsnappy(body[:-4])) != int.from_bytes(body[-4:], "big"):
+        raise ValueError("its snappy CRC32 does not match")
+
+
+#: Codec -> a check of one block's bytes (raises when they do not decompress whole), as Avro's Java
+#: codecs read them. zstandard has no reader in Python's standard library: its blocks are not opened.
+_BLOCK_CHECKS: dict[str, Callable[[bytes], object]] = {
+    "deflate": lambda body: zlib.decompress(body, -15),
+    "snappy": _snappy,
+    "bzip2": bz2.decompress,
+    "xz": lzma.decompress,
+}
+_BLOCK_ERRORS = (ValueError, EOFError, OSError, zlib.error, lzma.LZMAError)
+
+
+def _check(r: _Reader) -> None:
+    """Raises :class:`_Damaged` where the file stops being a whole Avro container file."""
+    if r.size < len(MAGIC) or r.take(len(MAGIC), "magic") != MAGIC:
+        raise _Damaged("no Avro magic bytes Obj\\x01 at its start")
+    meta = _metadata(r)
+    try:
+        json.loads(meta["avro.schema"])
+    except (KeyError, ValueError):
+        raise _Damaged("no JSON avro.schema in its header") from None
+    codec = meta.get("avro.codec", b"null").decode("utf-8", "replace")
+    if codec not in KNOWN_CODECS:
+        raise _Damaged(f"avro.codec {codec[:40]!r} is none of {', '.join(sorted(KNOWN_CODECS))}")
+    sync = r.take(SYNC_SIZE, "header sync marker")
+    block = 0
+    while r.pos < r.size:
+        block += 1
+        start, what = r.pos, f"block {block}"
+        count, size = r.long(what), r.long(what)
+        if count < 0 or size < 0:
+            raise _Damaged(f"{what} at byte {start} has a negative object count or byte size")
+        body = r.take(size, what)
+        if r.take(SYNC_SIZE, what) != sync:
+            raise _Damaged(f"{what} at byte {start} does not end with the header's sync marker")
+        check = _BLOCK_CHECKS.get(codec)
+        try:
+            if check is not None:
+                check(body)
+        except _BLOCK_ERRORS as e:
+            raise _Damaged(f"{what} at byte {start} does not decompress as {codec}: {str(e)[:200]}") from None
+
+
+def avro_file_problem(path: str) -> str | None:
+    """Why the Avro container file at ``path`` cannot be read to its end, else None."""
+    try:
+        with open(path, "rb") as fh:
+            _check(_Reader(fh, os.fstat(fh.fileno()).st_size))
+    except _Damaged as e:
+        return f"cannot be read: not a whole Avro container file ({e})"
+    except OSError as e:
+        return f"cannot be read: {e.strerror or e}"
+    return None
