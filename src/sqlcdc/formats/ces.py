@@ -86,6 +86,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -155,19 +156,15 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
     if ser in ("auto", "avro"):
         parts.append(read_avro(spark, source.landing, streaming=streaming,
                                glob=source.options.get("avro_glob", DEFAULT_AVRO_GLOB)))
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+    return functools.reduce(DataFrame.unionByName, parts)
 
 
 def read_avro(spark: SparkSession, landing: str, *, streaming: bool = True, glob: str = DEFAULT_AVRO_GLOB) -> DataFrame:
     """Avro container files of ``ChangeEvent`` records as bronze rows, each rendered as JSON text.
 
     ``data`` (Avro ``bytes``) becomes a UTF-8 string, so the text equals the JSON serialization.
-    In a local run a file that cannot be read to its end (cut short, junk, not Avro) does not stop
-    the read: as for a damaged ``.gz`` (:func:`sqlcdc.formats.base.read_text_lines`) Spark keeps what
-    it could read and the streaming read adds one bronze row for the file, which is quarantined.
+    A damaged file in a local run: as a damaged ``.gz`` (:func:`sqlcdc.formats.base.read_text_lines`),
+    what Spark could read lands, plus one bronze row for the file, which is quarantined.
     """
     raw = open_landed_files(spark, landing, file_format="avro", streaming=streaming, glob=glob, schema=AVRO_SCHEMA)
     fields = [F.col(f.name) for f in AVRO_SCHEMA.fields if f.name != "data"]
@@ -313,8 +310,8 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     )
     after, before = F.col("_after"), F.col("_before")
     after_err, before_err = F.col("_after_err"), F.col("_before_err")
-    value_errors = F.concat(F.when(has_cur, after_err).otherwise(F.array().cast("array<string>")),
-                            F.when(has_old, before_err).otherwise(F.array().cast("array<string>")))
+    none = F.array().cast("array<string>")
+    value_errors = F.concat(F.when(has_cur, after_err).otherwise(none), F.when(has_old, before_err).otherwise(none))
     value_reasons, value_warnings = split_value_errors(value_errors, columns, keys, table.bad_values)
 
     problems = F.concat(
