@@ -139,3 +139,27 @@ def test_config_takes_warn_and_refuses_anything_else(tmp_path):
         load_pipeline(path)
     assert "a.yml:3" in str(e.value) and "bad_values" in str(e.value)
 
+
+
+def test_dq_metrics_count_each_kept_bad_value_as_warned(spark):
+    """The metrics of a run (sqlcdc.dq_metrics over silver, quarantine and dropped): the Debezium case
+    above gives one warned row per bad column, of the two changes that reached the rules."""
+    from sqlcdc import dq_metrics
+    from sqlcdc.config import PipelineConfig
+
+    decoder, table, columns, file, lines, *_ = CASES["debezium"]
+    warn = dataclasses.replace(table, bad_values="warn")
+    bronze = bronze_of(spark, lines, file)
+    d = decoder.decode(bronze, warn, columns)
+    checked = expectations.check(d.changes, warn, columns)
+    frames = {
+        warn.source.bronze_table: bronze,
+        warn.silver_table: expectations.passed(checked, warn),
+        warn.source.quarantine_table: d.quarantine.union(expectations.quarantined(checked, warn)),
+        dq_metrics.dropped_table(warn.source): expectations.dropped(checked, warn),
+    }
+    cfg = PipelineConfig(name="p", sources={warn.source.name: warn.source}, tables=(warn,), file="p.yml")
+    rows = dq_metrics.metrics(cfg, frames.__getitem__, lambda t: columns).where("rule LIKE 'bad_value_%'").collect()
+    got = {r.rule: (r.action, r.rows_checked, r.rows_warned, r.rows_quarantined) for r in rows}
+    assert got == {f"bad_value_{c.name}": ("warn", 2, 1 if c.name in ("price", "d", "f") else 0, 0)
+                   for c in columns if c.name != "id"}
