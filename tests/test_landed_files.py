@@ -302,3 +302,28 @@ def test_a_local_streaming_avro_read_keeps_what_it_can_and_adds_a_row_per_damage
 
     run()  # nothing new landed: no new row, the markers are not read twice
     assert spark.read.parquet(str(out)).count() == bronze.count()
+
+
+def test_damage_the_check_cannot_see_stops_the_read_rather_than_losing_the_rest_of_the_file(spark, ces_avro, tmp_path,
+                                                                                           monkeypatch):
+    """An uncompressed Avro block carries no checksum: a record byte changed inside it keeps the
+    framing whole, so the check passes the file, and Spark fails on the record. With no damaged file
+    known, the local read is strict (no ``ignoreCorruptFiles``): the run stops naming the file, as it
+    would without sqlcdc, instead of silently skipping the rest of the file."""
+    good = ces_avro["uncompressed"]
+    at = good.index(good[-16:]) + 16  # the header's sync marker ends the header; the first block starts here
+    for _ in range(2):  # skip the block's object count and byte size (zig-zag varints)
+        while good[at] & 0x80:
+            at += 1
+        at += 1
+    bad = good[:at] + b"\x01" + good[at + 1:]  # the first record's first union index: -1
+    state, landing = tmp_path / "state", tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.avro").write_bytes(good)
+    (landing / "b.avro").write_bytes(bad)
+    assert avro_file_problem(str(landing / "b.avro")) is None  # invisible to the check
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(state))
+    q = (ces.read_avro(spark, str(landing)).writeStream.format("parquet")
+         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start(str(tmp_path / "out")))
+    with pytest.raises(Exception, match="b.avro"):
+        q.awaitTermination()

@@ -72,11 +72,16 @@ def _checked_folder(landing: str) -> tuple[str, Path] | None:
 def open_landed_files(spark: SparkSession, landing: str, *, file_format: str, streaming: bool,
                       glob: str | None = None, schema: StructType | None = None) -> DataFrame:
     """The landed files of ``landing`` as Spark reads them (:func:`sqlcdc.transport.files.file_read`);
-    where this run checks them (:func:`check_landed_files`), a damaged file does not stop the read:
-    Spark keeps what it could read of it (``ignoreCorruptFiles``)."""
-    checked = _checked_folder(landing) is not None
+    where this run checks them (:func:`check_landed_files`) and found a damaged file, that file does
+    not stop the read: Spark keeps what it could read of it (``ignoreCorruptFiles``).
+
+    Only then: a file whose damage the check cannot see (an Avro block that decompresses but whose
+    records do not decode) stops a read that has no damaged file known, naming the file, rather
+    than losing the rest of that file without a trace."""
+    checked = _checked_folder(landing)
+    damaged = checked is not None and any(check_landed_files(checked[0], glob, checked[1]).glob("*.json"))
     return open_files(spark, file_read(landing, file_format=file_format, streaming=streaming, glob=glob,
-                                       schema=schema, ignore_corrupt=checked))
+                                       schema=schema, ignore_corrupt=damaged))
 
 
 def with_unreadable_files(spark: SparkSession, rows: DataFrame, landing: str, *, streaming: bool,
