@@ -69,7 +69,7 @@ def test_every_streaming_file_decoder_reads_through_auto_loader_on_databricks(mo
         raise _Opened
 
     monkeypatch.setattr(files, "open_files", fake_open)
-    monkeypatch.setattr(base, "open_files", fake_open)  # text and Avro: base.open_landed_files
+    monkeypatch.setattr(base, "open_files", fake_open)  # text and Avro: base.read_landed_files
     source = SourceConfig(name="s", format=fmt, landing="/Volumes/main/cdc/land/s", options=options, file="p.yml")
     with pytest.raises(_Opened):
         formats.get(fmt).read_bronze(spark, source, streaming=True)

@@ -11,6 +11,7 @@ import re
 import zlib
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Callable
 from urllib.parse import quote, unquote
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -57,9 +58,10 @@ def read_text_lines(spark: SparkSession, landing: str, *, streaming: bool = True
     keeps what it could read of it (``ignoreCorruptFiles``), and the streaming read adds one bronze
     row for the file (:data:`UNREADABLE_FILE`, with the reason) that the pipeline quarantines.
     """
-    raw = open_landed_files(spark, landing, file_format="text", streaming=streaming, glob=glob)
-    rows = bronze_columns(raw.select("value", F.col("_metadata.file_path").alias("source_file")))
-    return with_unreadable_files(spark, rows, landing, streaming=streaming, glob=glob)
+    def rows(raw: DataFrame) -> DataFrame:
+        return bronze_columns(raw.select("value", F.col("_metadata.file_path").alias("source_file")))
+
+    return read_landed_files(spark, landing, file_format="text", streaming=streaming, glob=glob, rows=rows)
 
 
 def _checked_folder(landing: str) -> tuple[str, Path] | None:
@@ -69,31 +71,27 @@ def _checked_folder(landing: str) -> tuple[str, Path] | None:
     return (root, Path(state)) if state and root is not None else None
 
 
-def open_landed_files(spark: SparkSession, landing: str, *, file_format: str, streaming: bool,
-                      glob: str | None = None, schema: StructType | None = None) -> DataFrame:
-    """The landed files of ``landing`` as Spark reads them (:func:`sqlcdc.transport.files.file_read`);
-    where this run checks them (:func:`check_landed_files`) and found a damaged file, that file does
-    not stop the read: Spark keeps what it could read of it (``ignoreCorruptFiles``).
+def read_landed_files(spark: SparkSession, landing: str, *, file_format: str, streaming: bool,
+                      rows: Callable[[DataFrame], DataFrame], glob: str | None = None,
+                      schema: StructType | None = None) -> DataFrame:
+    """Bronze rows of the landed files of ``landing``: Spark's read of them
+    (:func:`sqlcdc.transport.files.file_read`) made bronze rows by ``rows``.
 
-    Only then: a file whose damage the check cannot see (an Avro block that decompresses but whose
-    records do not decode) stops a read that has no damaged file known, naming the file, rather
-    than losing the rest of that file without a trace."""
+    Where this run checks the files (a local run, :func:`check_landed_files`, once per read) and
+    found a damaged one, that file does not stop the read: Spark keeps what it could read of it
+    (``ignoreCorruptFiles``) and a streaming read adds one bronze row per damaged file
+    (:data:`UNREADABLE_FILE`). Only then: a file whose damage the check cannot see (an Avro block
+    that decompresses but whose records do not decode) stops a read that has no damaged file known,
+    naming the file, rather than losing the rest of that file without a trace."""
     checked = _checked_folder(landing)
-    damaged = checked is not None and any(check_landed_files(checked[0], glob, checked[1]).glob("*.json"))
-    return open_files(spark, file_read(landing, file_format=file_format, streaming=streaming, glob=glob,
-                                       schema=schema, ignore_corrupt=damaged))
-
-
-def with_unreadable_files(spark: SparkSession, rows: DataFrame, landing: str, *, streaming: bool,
-                          glob: str | None = None) -> DataFrame:
-    """Bronze ``rows`` read by :func:`open_landed_files`, plus, in a streaming read this run checks,
-    one row per landed file that cannot be read to its end (:data:`UNREADABLE_FILE`)."""
-    checked = _checked_folder(landing)
-    if not (streaming and checked):
-        return rows
-    markers = check_landed_files(checked[0], glob, checked[1])
+    markers = check_landed_files(checked[0], glob, checked[1]) if checked else None
+    damaged = markers is not None and any(markers.glob("*.json"))
+    out = rows(open_files(spark, file_read(landing, file_format=file_format, streaming=streaming, glob=glob,
+                                           schema=schema, ignore_corrupt=damaged)))
+    if not (streaming and markers is not None):
+        return out
     found = spark.readStream.schema(_MARKER_SCHEMA).json(str(markers))
-    return rows.unionByName(bronze_columns(found))
+    return out.unionByName(bronze_columns(found))
 
 
 def local_path(landing: str) -> str | None:

@@ -102,7 +102,7 @@ from sqlcdc.formats._ces_events import _pk_value, _routes, disposition, envelope
 from sqlcdc.formats._ces_events import routed, transaction_marks
 from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
 from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
-from sqlcdc.formats.base import bronze_columns, open_landed_files, read_text_lines, with_unreadable_files
+from sqlcdc.formats.base import bronze_columns, read_landed_files, read_text_lines
 from sqlcdc.values import ColumnSpec, split_value_errors, typed_struct, typed_value, value_error
 
 NAME = "ces"
@@ -166,11 +166,11 @@ def read_avro(spark: SparkSession, landing: str, *, streaming: bool = True, glob
     A damaged file in a local run: as a damaged ``.gz`` (:func:`sqlcdc.formats.base.read_text_lines`),
     what Spark could read lands, plus one bronze row for the file, which is quarantined.
     """
-    raw = open_landed_files(spark, landing, file_format="avro", streaming=streaming, glob=glob, schema=AVRO_SCHEMA)
     fields = [F.col(f.name) for f in AVRO_SCHEMA.fields if f.name != "data"]
     value = F.to_json(F.struct(*fields, F.col("data").cast("string").alias("data")))
-    rows = bronze_columns(raw.select(value.alias("value"), F.col("_metadata.file_path").alias("source_file")))
-    return with_unreadable_files(spark, rows, landing, streaming=streaming, glob=glob)
+    path = F.col("_metadata.file_path").alias("source_file")
+    return read_landed_files(spark, landing, file_format="avro", streaming=streaming, glob=glob, schema=AVRO_SCHEMA,
+                             rows=lambda raw: bronze_columns(raw.select(value.alias("value"), path)))
 
 
 # ----------------------------------------------------------------------------- columns & keys
