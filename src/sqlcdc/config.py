@@ -96,7 +96,7 @@ class TableConfig:
     deletion_vectors: bool = False
     #: What a value that cannot be read, or lies outside SQL Server's domain for its type, does to
     #: its change: ``quarantine`` (default) or ``warn`` (kept, the value NULL, ``bad_value_<column>``
-    #: in ``dq_warnings``; see :func:`sqlcdc.values.value_warnings`).
+    #: in ``dq_warnings``; see :func:`sqlcdc.values.split_value_errors`).
     bad_values: str = "quarantine"
     expectations: tuple[dict[str, Any], ...] = ()
     partition_cols: tuple[str, ...] | None = None

@@ -44,6 +44,7 @@ from pyspark.sql.types import ArrayType, DataType, StringType, StructField, Stru
 
 from sqlcdc import lsn
 from sqlcdc.names import quote
+from sqlcdc.values import VALUE_WARNINGS_COL
 
 INSERT, UPDATE, DELETE, SNAPSHOT, TRUNCATE = "INSERT", "UPDATE", "DELETE", "SNAPSHOT", "TRUNCATE"
 OPERATIONS = (INSERT, UPDATE, DELETE, SNAPSHOT, TRUNCATE)
@@ -130,7 +131,7 @@ def change_row(
     adds one more column, :data:`sqlcdc.values.VALUE_WARNINGS_COL`, that the expectations turn into
     ``dq_warnings``; silver itself keeps the canonical columns."""
     null_str = F.lit(None).cast("string")
-    extra = [] if value_warnings is None else [value_warnings.alias("_value_warnings")]
+    extra = [] if value_warnings is None else [value_warnings.alias(VALUE_WARNINGS_COL)]
     return [
         change_id.cast("string").alias("change_id"),
         F.lit(source_format).alias("source_format"),
