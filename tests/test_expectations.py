@@ -140,7 +140,8 @@ def test_compiled_envelope_rules_agree_with_jsonschema(spark):
             docs.append(doc if wrapped else doc["payload"])
     docs += [[1, 2], "text", {"schema": {}}, {"payload": 3}]
     lines = [json.dumps(d) for d in docs]
-    df = spark.createDataFrame([(v,) for v in lines], "value string").select(
+    lines.append(lines[0] + lines[0])  # two documents on one line: not one JSON value
+    df = expectations.with_envelope_doc(spark.createDataFrame([(v,) for v in lines], "value string")).select(
         "value", expectations.envelope_violations(SCHEMA).alias("v"))
     compiled = {r.value: not r.v for r in df.collect()}
     with_jsonschema = {v: sc.explain(SCHEMA, v) is None for v in lines}

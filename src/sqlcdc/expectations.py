@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sqlcdc import model
+from sqlcdc import frames, model
 from sqlcdc.assets import SCHEMAS_DIR
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.names import literal, quote
@@ -202,7 +202,7 @@ def passed(checked: DataFrame, table: TableConfig) -> DataFrame:
     """
     fails = F.when(F.size(_DQ["fail"]) > 0, F.raise_error(fail_message(table))).cast("boolean")
     keep = (F.size(_DQ["drop"]) == 0) & (F.size(_DQ["quarantine"]) == 0)
-    return checked.where(F.coalesce(fails, keep)).select(
+    return frames.where(checked, F.coalesce(fails, keep), "_dq_passed").select(
         *[F.col(c) for c in model.CHANGE_COLUMNS], F.col(_DQ["warn"]).alias(WARNINGS_COL)
     )
 
@@ -228,13 +228,13 @@ def _removed(checked: DataFrame, table: TableConfig, action: str, verb: str) -> 
 def quarantined(checked: DataFrame, table: TableConfig) -> DataFrame:
     """Rows failing a ``quarantine`` rule, as quarantine rows (:data:`sqlcdc.model.QUARANTINE_COLUMNS`);
     ``raw`` is the canonical change as JSON, ``rules`` the failed quarantine rules."""
-    return _removed(checked.where(F.size(_DQ["quarantine"]) > 0), table, "quarantine", "quarantined")
+    return _removed(frames.where(checked, F.size(_DQ["quarantine"]) > 0, "_dq_out"), table, "quarantine", "quarantined")
 
 
 def dropped(checked: DataFrame, table: TableConfig) -> DataFrame:
     """Rows failing a ``drop`` rule (and no quarantine rule), same columns as quarantine rows."""
     kept_out = (F.size(_DQ["drop"]) > 0) & (F.size(_DQ["quarantine"]) == 0)
-    return _removed(checked.where(kept_out), table, "drop", "dropped")
+    return _removed(frames.where(checked, kept_out, "_dq_out"), table, "drop", "dropped")
 
 
 # --- Databricks --------------------------------------------------------------------------------
@@ -290,21 +290,35 @@ def prepare_envelope_check(schema_file: str) -> None:
     getattr(udf, "returnType", None)
 
 
-def envelope_violations(schema_file: str) -> Column:
-    """array<string> of the compiled schema rules ``value`` breaks (empty = valid)."""
+ENVELOPE_DOC = "_envelope_doc"
+"""The column :func:`valid_envelopes` adds to bronze: the record as a VARIANT, parsed once (NULL
+unless the line is exactly one JSON document)."""
+
+
+def with_envelope_doc(bronze: DataFrame) -> DataFrame:
+    """``bronze`` + :data:`ENVELOPE_DOC`. The compiled rules read the document from this column: with
+    the parse inlined (``try_parse_json(value)`` in every rule) Spark parsed each record once per rule,
+    because it does not share subexpressions inside conditional branches -- validation cost ~5x the
+    decode (``benchmarks/bench_validation.py``)."""
     from sqlcdc.formats import _schema_check as sc
 
-    from sqlcdc.formats.base import one_json_value
+    return bronze.select("*", F.expr(sc.ONE_DOCUMENT).alias(ENVELOPE_DOC))
 
-    # Not sc.ONE_DOCUMENT inlined: the compiled rules repeat the document in conditional branches,
-    # where Spark does not share subexpressions, so the one-document test ran once per rule.
-    return F.when(one_json_value(F.col("value")), sc.violations(sc.load(schema_file), "try_parse_json(value)")).otherwise(
-        F.array(F.lit(sc.NOT_JSON)))
+
+def envelope_violations(schema_file: str) -> Column:
+    """array<string> of the compiled schema rules the record breaks (empty = valid), over the
+    column :data:`ENVELOPE_DOC` (:func:`with_envelope_doc`); ``$: not JSON`` when it is NULL."""
+    from sqlcdc.formats import _schema_check as sc
+
+    return sc.violations(sc.load(schema_file), ENVELOPE_DOC)
 
 
 def valid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str) -> DataFrame:
-    """Bronze rows whose envelope is valid (or that the decoder skips by definition): decode these."""
-    return bronze.where(decoder.is_skipped() | (F.size(envelope_violations(schema_file)) == 0))
+    """Bronze rows whose envelope is valid (or that the decoder skips by definition): decode these.
+    They carry :data:`ENVELOPE_DOC` and ``_envelope_ok`` beside bronze's columns (``drop`` would make Spark Connect
+    resolve bronze, which an SDP query function may not while the table does not exist yet)."""
+    ok = decoder.is_skipped() | (F.size(envelope_violations(schema_file)) == 0)
+    return frames.where(with_envelope_doc(bronze), ok, "_envelope_ok")  # frames says why not .where
 
 
 def invalid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str, source: SourceConfig) -> DataFrame:
@@ -314,7 +328,7 @@ def invalid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str, sou
 
     label = Path(schema_file).name  # a plugin's schema is an absolute path beside its decoder
     stem = label.removesuffix(".schema.json")
-    bad = bronze.select("*", envelope_violations(schema_file).alias("_violations")).where(
+    bad = with_envelope_doc(bronze).select("*", envelope_violations(schema_file).alias("_violations")).where(
         ~decoder.is_skipped() & (F.size("_violations") > 0)
     )
     message = sc.explain_udf(schema_file)(F.col("value"))

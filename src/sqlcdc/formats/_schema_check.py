@@ -92,8 +92,8 @@ def _kind(node: _Node) -> str:
 
 
 def _is(node: _Node, json_type: str) -> str:
-    if json_type == "object":
-        return f"({node.get('map<string,variant>')} IS NOT NULL)"
+    if json_type == "object":  # an empty struct: the cast checks the kind and copies nothing (a map copied every child)
+        return f"({node.get('struct<>')} IS NOT NULL)"
     if json_type == "array":
         return f"({node.get('array<variant>')} IS NOT NULL)"
     if json_type == "string":
