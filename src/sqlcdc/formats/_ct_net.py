@@ -17,7 +17,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sqlcdc import lsn, model
+from sqlcdc import frames, lsn, model
 from sqlcdc.config import TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats._ct_names import NAME, START_LSN, table_capture_instance
@@ -39,8 +39,8 @@ def _identified(good: DataFrame, keys: list[str]) -> DataFrame:
 def decode(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
     """Parsed net-changes rows (``_parsed(..., net=True)``) -> canonical changes + quarantine."""
     keys = list(table.keys)
-    bad = quarantine(parsed.where(F.size("_reasons") > 0), table, F.array_join(F.col("_reasons"), "; "))
-    checked = _identified(parsed.where(F.size("_reasons") == 0), keys)
+    bad = quarantine(frames.where(parsed, F.size("_reasons") > 0, "_bad"), table, F.array_join(F.col("_reasons"), "; "))
+    checked = _identified(frames.where(parsed, F.size("_reasons") == 0, "_good"), keys)
     conflict_q = quarantine(
         checked.where(F.col("_conflict") & (F.col("_copy") == 1)),
         table,

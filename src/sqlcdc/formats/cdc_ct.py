@@ -164,7 +164,7 @@ from typing import Iterable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sqlcdc import dlt_meta, lsn, model
+from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _ct_net
 from sqlcdc.formats._ct_exports import UNREADABLE, read_bronze
@@ -264,14 +264,14 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     keys = list(table.keys)
     ci = table_capture_instance(table)
     parsed = _parsed(bronze, table, columns)
-    bad = _q(parsed.where(F.size("_reasons") > 0), table, F.array_join(F.col("_reasons"), "; "))
+    bad = _q(frames.where(parsed, F.size("_reasons") > 0, "_bad"), table, F.array_join(F.col("_reasons"), "; "))
 
     # One row per change-table row: the same row landed twice is kept once (lowest record_id), the
     # other copies are duplicates (counted by the run's balance, see duplicates()); different rows
     # at one (start_lsn, seqval, operation) are a conflict: all of them go to quarantine.
     # (no .drop(): Spark Connect resolves drop() eagerly, which fails inside SDP flow registration;
     # later selects are explicit, so the helper columns go no further.)
-    checked = _deduplicated(parsed.where(F.size("_reasons") == 0))
+    checked = _deduplicated(frames.where(parsed, F.size("_reasons") == 0, "_good"))
     conflicts = checked.where(F.col("_conflict") & (F.col("_copy") == 1))
     conflict_q = _q(
         conflicts,

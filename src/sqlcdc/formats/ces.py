@@ -93,7 +93,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, StructField, StructType
 
-from sqlcdc import dlt_meta, lsn, model
+from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats import _schema_check as sc
@@ -338,7 +338,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     problems = F.filter(problems, lambda p: p.isNotNull())
     ev = ev.select("*", problems.alias("_problems"))
     schema_ok = F.size("_data_violations") == 0
-    good = ev.where(schema_ok & (F.size("_problems") == 0))
+    good = frames.where(ev, schema_ok & (F.size("_problems") == 0), "_good")
 
     is_del = F.col("operation") == "DEL"
     before_c = F.when(has_old, before)
@@ -377,7 +377,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             value_warnings=value_warnings,
         )
     )
-    bad = ev.where(~schema_ok | (F.size("_problems") > 0))
+    bad = frames.where(ev, ~schema_ok | (F.size("_problems") > 0), "_bad")
     schema_msg = sc.explain_udf(DATA_SCHEMA)(F.when(~schema_ok, F.col("data")))
     reason = F.when(
         ~schema_ok,

@@ -125,7 +125,7 @@ from typing import Iterable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc import dlt_meta, lsn, model
+from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats._masks import BYTE_ORDERS, mask_has
@@ -359,7 +359,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         lambda r: r.isNotNull(),
     )
     dt = dt.select("*", reasons.alias("_reasons"))
-    good, bad = dt.where(F.size("_reasons") == 0), dt.where(F.size("_reasons") > 0)
+    good, bad = frames.where(dt, F.size("_reasons") == 0, "_good"), frames.where(dt, F.size("_reasons") > 0, "_bad")
 
     op = F.element_at(F.create_map(*[x for k, v in OPERATIONS.items() for x in (F.lit(k), F.lit(v))]), F.col("_op"))
     is_refresh = F.col("_op") == "REFRESH"
