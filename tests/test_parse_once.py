@@ -1,0 +1,88 @@
+"""Parse once: a record's JSON is parsed a bounded number of times per plan, whatever the filters.
+
+Spark pushes a ``where(<expression>)`` below the projections it reads and inlines each column's
+expression on the way; a decoder's parse then ran once per reference (a Debezium silver plan held
+73 ``from_json`` calls, a CES plan 24 ``try_parse_json``, Qlik 27). :func:`sqlcdc.frames.where`
+filters on a computed flag instead. These tests count the parses in the optimized plans of each
+producer's silver and quarantine on a landed random history (``tests/histories.py``).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from pyspark.sql import functions as F
+
+import histories
+from sqlcdc import expectations, formats, frames, transport
+from sqlcdc.config import load_pipeline
+
+#: Most parses a plan may hold: one per read of bronze in the plan (Debezium's silver reads it once
+#: but parses the text with from_json per field Spark prunes to, and tests tombstones/transaction
+#: boundaries on the text; CES reads segments, singles and the metadata scan; Qlik data and metadata).
+BOUNDS = {  # producer -> (from_json, try_parse_json, json_array_length)
+    "debezium": (20, 4, 6),
+    "cdc_ct": (8, 8, 4),
+    "ces": (0, 8, 4),
+    "qlik": (2, 4, 4),
+}
+
+
+def test_where_keeps_true_rows_and_drops_false_and_null(spark):
+    df = spark.createDataFrame([(1, True), (2, False), (3, None)], "id int, ok boolean")
+    kept = frames.where(df, F.col("ok"), "_kept")
+    assert [r.id for r in kept.collect()] == [1]
+    assert kept.columns == ["id", "ok", "_kept"]
+
+
+def test_where_is_not_pushed_below_the_projection_that_parses(spark):
+    df = spark.createDataFrame([('{"a": 1}',), ('{"a": 2}',), ("x",)], "value string")
+    parsed = df.select("*", F.from_json("value", "a int, b int").alias("_p"))
+    cond = (F.col("_p.a") > 1) | (F.col("_p.b") > 1) | F.col("_p.a").isNull()
+    naive = parsed.where(cond)._jdf.queryExecution().optimizedPlan().toString()
+    ours = frames.where(parsed, cond, "_keep")
+    plan = ours._jdf.queryExecution().optimizedPlan().toString()
+    assert naive.count("from_json(") > 1  # what the helper is for: Spark inlines the parse into the filter
+    assert plan.count("from_json(") == 1
+    assert sorted(r.value for r in ours.collect()) == ["x", '{"a": 2}']
+
+
+@pytest.fixture(scope="module")
+def landed(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("parse-once")
+    config = histories.write_config(base, set(BOUNDS))
+    rng = random.Random(3)
+    for producer in BOUNDS:
+        lines = histories.records(producer, histories.history(rng, 6, 20), rng)
+        if producer == "qlik":
+            lines.insert(0, histories.QLIK_METADATA)
+        source, _, pattern = histories.SOURCES[producer]
+        (base / "landing" / source / pattern.format(r=0, f=0)).write_text("\n".join(lines) + "\n")
+    return load_pipeline(str(config))
+
+
+def _parses(df) -> tuple[int, int, int]:
+    plan = df._jdf.queryExecution().optimizedPlan().toString()
+    return plan.count("from_json("), plan.count("parseJson"), plan.count("lengthOfJsonArray")
+
+
+@pytest.mark.parametrize("producer", list(BOUNDS))
+def test_silver_and_quarantine_parse_each_record_a_bounded_number_of_times(spark, landed, producer):
+    source_name, table_name, _ = histories.SOURCES[producer]
+    source = landed.sources[source_name]
+    table = next(t for t in landed.tables if t.name == table_name)
+    decoder = formats.get(source.format)
+    cols = list(decoder.columns_for(table, source, spark))
+    bronze = transport.read_bronze(spark, source, streaming=False)
+    envelope = expectations.envelope_schema(decoder)
+    if envelope:
+        bronze = expectations.valid_envelopes(bronze, decoder, envelope)
+    decoded = decoder.decode(bronze, table, cols)
+    silver = expectations.passed(expectations.check(decoded.changes, table, cols), table)
+    bound = BOUNDS[producer]
+    for name, frame in (("silver", silver), ("quarantine", decoded.quarantine),
+                        ("unrouted", decoder.unrouted(bronze, source, [table]))):
+        got = _parses(frame)
+        assert all(g <= b for g, b in zip(got, bound)), f"{producer} {name}: (from_json, try_parse_json, json_array_length) {got} > {bound}"
+    assert silver.count() > 0  # the history decodes: the plans counted are the ones that produce silver
