@@ -2,7 +2,7 @@
 
 Spark pushes a ``where(<expression>)`` below the projections it reads and inlines each column's
 expression on the way; a decoder's parse then ran once per reference (a Debezium silver plan held
-73 ``from_json`` calls, a CES plan 24 ``try_parse_json``, Qlik 27). :func:`sqlcdc.frames.where`
+73 ``from_json`` calls). :func:`sqlcdc.frames.where`
 filters on a computed flag instead. These tests count the parses in the optimized plans of each
 producer's silver and quarantine on a landed random history (``tests/histories.py``).
 """
@@ -24,8 +24,11 @@ from sqlcdc.config import load_pipeline
 BOUNDS = {  # producer -> (from_json, try_parse_json, json_array_length)
     "debezium": (20, 4, 6),
     "cdc_ct": (8, 8, 4),
-    "ces": (0, 8, 4),
-    "qlik": (2, 4, 4),
+    # CES and Qlik still filter their parsed documents with plain where() outside the good/bad split:
+    # with frames.where there too (6 and 3 parses) a Qlik silver plan exceeded the analyzer's 100
+    # iterations under spark-pipelines (Spark Connect resolves the whole plan at once).
+    "ces": (0, 27, 21),
+    "qlik": (2, 27, 27),
 }
 
 
