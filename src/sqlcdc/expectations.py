@@ -328,9 +328,8 @@ def invalid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str, sou
 
     label = Path(schema_file).name  # a plugin's schema is an absolute path beside its decoder
     stem = label.removesuffix(".schema.json")
-    bad = with_envelope_doc(bronze).select("*", envelope_violations(schema_file).alias("_violations")).where(
-        ~decoder.is_skipped() & (F.size("_violations") > 0)
-    )
+    checked = with_envelope_doc(bronze).select("*", envelope_violations(schema_file).alias("_violations"))
+    bad = frames.where(checked, ~decoder.is_skipped() & (F.size("_violations") > 0), "_envelope_bad")
     message = sc.explain_udf(schema_file)(F.col("value"))
     return bad.select(
         *model.quarantine_row(
