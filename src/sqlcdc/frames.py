@@ -6,8 +6,11 @@ way, replaces each column it names by that column's expression. For a decoder th
 per reference, and inside conditional branches where Spark does not share subexpressions: one
 Debezium silver row was parsed ~70 times (``benchmarks/bench_validation.py``, before and after).
 
-:func:`where` computes the condition as a column first and filters on that column alone, which
-the optimizer leaves above the projection (``spark.sql.optimizer.avoidDoubleFilterEval``).
+:func:`where` keeps the rows by ``explode(when(condition, array(true)))``: a generator, not a
+Filter, so the optimizer has nothing to push down. (A Filter on a flag column is not enough: once the
+flag is pruned, Spark pushes the inlined condition down again.) Each call adds a Generate node and
+some analyzer iterations; a Qlik plan with a dozen of them exceeded Spark's 100 under
+``spark-pipelines``, so use it where a split reads parsed columns, not for every filter.
 
 Example::
 
