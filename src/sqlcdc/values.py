@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from sqlcdc import frames
+
 ENCODINGS = frozenset(
     {
         "text",
@@ -199,29 +201,38 @@ def _decimal_from_base64(raw: Column, spark_type: str) -> Column:
 
     Exact: the unscaled integer is built with overflow-checked arithmetic (a negative value from
     its one's complement, so 16-byte values stay in range), then the decimal point is placed in
-    its text; a value that does not fit ``spark_type`` is NULL, never rounded or raised."""
-    b = F.try_to_binary(raw, F.lit("base64"))
-    h = F.hex(b)
-    n = F.length(b)
-    negative = F.conv(F.substring(h, 1, 2), 16, 10).cast("int") >= 128
-
-    def step(acc: Column, i: Column) -> Column:
-        byte = F.conv(F.substring(h, i * 2 + 1, 2), 16, 10).cast("int")
-        digit = F.when(negative, F.lit(255) - byte).otherwise(byte)
-        return F.try_add(F.try_multiply(acc, F.lit(256)), digit).try_cast("decimal(38,0)")
-
-    magnitude = F.aggregate(F.sequence(F.lit(0), F.greatest(n - 1, F.lit(0))), F.lit(0).cast("decimal(38,0)"), step)
-    signed = F.when(negative, F.try_subtract(F.lit(-1).cast("decimal(38,0)"), magnitude)).otherwise(magnitude)
-    signed = F.when(n > 0, signed)
+    its text; a value that does not fit ``spark_type`` is NULL, never rounded or raised. Each
+    intermediate (the bytes' hex, the sign, the unscaled text) is bound once (:func:`frames.let`)."""
     scale = _decimal_scale(spark_type)
-    text = signed.cast("string")
-    if scale > 0:
+
+    def unscaled(h: Column, negative: Column) -> Column:
+        def step(acc: Column, i: Column) -> Column:
+            byte = F.conv(F.substring(h, i * 2 + 1, 2), 16, 10).cast("int")
+            digit = F.when(negative, F.lit(255) - byte).otherwise(byte)
+            return F.try_add(F.try_multiply(acc, F.lit(256)), digit).try_cast("decimal(38,0)")
+
+        n = F.length(h) / 2
+        magnitude = F.aggregate(F.sequence(F.lit(0), F.greatest(n.cast("int") - 1, F.lit(0))),
+                                F.lit(0).cast("decimal(38,0)"), step)
+        signed = F.when(negative, F.try_subtract(F.lit(-1).cast("decimal(38,0)"), magnitude)).otherwise(magnitude)
+        return F.when(n > 0, signed).cast("string")
+
+    def with_point(text: Column) -> Column:
+        if scale == 0:
+            return text
         sign = F.when(text.startswith("-"), F.lit("-")).otherwise(F.lit(""))
-        digits = F.regexp_replace(text, "^-", "")
-        padded = F.when(F.length(digits) > scale, digits).otherwise(F.lpad(digits, scale + 1, "0"))
-        cut = F.length(padded) - scale
-        text = F.concat(sign, F.substring(padded, F.lit(1), cut), F.lit("."), F.substring(padded, cut + 1, scale))
-    return text.try_cast(spark_type)
+
+        def place(digits: Column) -> Column:
+            return frames.let(
+                F.when(F.length(digits) > scale, digits).otherwise(F.lpad(digits, scale + 1, "0")),
+                lambda padded: F.concat(sign, F.substring(padded, F.lit(1), F.length(padded) - scale), F.lit("."),
+                                        F.substring(padded, F.length(padded) - scale + 1, scale)))
+
+        return frames.let(F.regexp_replace(text, "^-", ""), place)
+
+    hexed = F.hex(F.try_to_binary(raw, F.lit("base64")))
+    text = frames.let(hexed, lambda h: unscaled(h, F.conv(F.substring(h, 1, 2), 16, 10).cast("int") >= 128))
+    return frames.let(text, with_point).try_cast(spark_type)
 
 
 def _base_type(spark_type: str) -> str:

@@ -1,0 +1,56 @@
+"""Debezium's precise decimals (Kafka Connect ``Decimal``: the unscaled integer as big-endian two's
+complement bytes, base64) read exactly, against Python's own ``int.to_bytes`` and ``Decimal``.
+
+One DataFrame, one ``collect()``: widths 1..17 bytes (17 is beyond any decimal(38)), minimal and
+sign-padded encodings, both signs, the edges of each byte width, scales 0 to 38.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+from decimal import Context, Decimal
+
+from pyspark.sql import functions as F
+
+from sqlcdc.values import ColumnSpec, typed_value
+
+TYPES = ["decimal(10,2)", "decimal(38,0)", "decimal(38,10)", "decimal(38,38)", "decimal(5,0)", "decimal(18,4)"]
+
+
+def _b64(unscaled: int, pad: int = 0) -> str:
+    width = (unscaled.bit_length() + 8) // 8 + pad  # minimal two's complement width, plus sign bytes
+    return base64.b64encode(unscaled.to_bytes(width, "big", signed=True)).decode()
+
+
+def _expected(unscaled: int, spark_type: str) -> Decimal | None:
+    p, s = (int(x) for x in spark_type[len("decimal("):-1].split(","))
+    return Decimal(unscaled).scaleb(-s, Context(prec=60)) if abs(unscaled) < 10 ** p else None
+
+
+def _unscaled_values() -> list[int]:
+    rng = random.Random(7)
+    values = {0, 1, -1, 127, 128, -128, -129, 255, 256, 10**38 - 1, -(10**38 - 1), 10**38, -(10**38), 2**127 - 1,
+              -(2**127), 2**130, -(2**130), 99999, -99999, 100000}
+    for bits in range(1, 136, 3):
+        values.add(rng.getrandbits(bits))
+        values.add(-rng.getrandbits(bits))
+    for width in range(1, 18):  # the edges of each byte width
+        edge = 2 ** (8 * width - 1)
+        values.update({edge - 1, -edge, edge, -edge - 1})
+    return sorted(values)
+
+
+def test_base64_decimals_read_exactly_or_null_when_out_of_range(spark):
+    cases = dict(enumerate((u, pad, t) for u in _unscaled_values() for pad in (0, 1) for t in TYPES))
+    rows = [(i, _b64(u, pad), t) for i, (u, pad, t) in cases.items()]
+    df = spark.createDataFrame(rows, "i int, raw string, t string")
+    typed = [F.when(F.col("t") == t, typed_value(F.col("raw"), ColumnSpec("v", t, encoding="base64_decimal")).cast("string"))
+             for t in TYPES]
+    got = {r.i: r.v for r in df.select("i", F.coalesce(*typed).alias("v")).collect()}
+    wrong = []
+    for i, (u, pad, t) in cases.items():
+        want = _expected(u, t)
+        if (Decimal(got[i]) if got[i] is not None else None) != want:
+            wrong.append(f"{u} (pad {pad}) as {t}: got {got[i]}, expected {want}")
+    assert not wrong, f"{len(wrong)} of {len(cases)} wrong, e.g. " + "; ".join(wrong[:5])
