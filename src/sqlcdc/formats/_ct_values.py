@@ -25,7 +25,7 @@ from sqlcdc.formats._ct_names import (
     capture_instance_col,
     table_capture_instance,
 )
-from sqlcdc.formats._masks import mask_has
+from sqlcdc.formats._masks import mask_has, mask_names
 from sqlcdc.formats.base import one_json_value
 from sqlcdc.values import VALUE_WARNINGS_COL, ColumnSpec, commit_time, split_value_errors, typed_struct
 
@@ -82,8 +82,8 @@ def binary_hex(raw: Column, prefer_base64: bool | Column = False) -> Column:
 
 def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
     """The names of the columns whose mask bit is set, in column order; NULL when no mask."""
-    flagged = F.array(*[F.when(mask_has(mask_hex, c.ordinal or i, "big"), F.lit(c.name)) for i, c in enumerate(columns, 1)])
-    return F.when(mask_hex.isNotNull(), F.filter(flagged, lambda x: x.isNotNull()))
+    ordinals = {c.name: c.ordinal or i for i, c in enumerate(columns, 1)}
+    return F.when(mask_hex.isNotNull(), mask_names(mask_hex, ordinals, "big"))
 
 # --- a bronze row parsed -------------------------------------------------------------------------
 

@@ -26,7 +26,9 @@ from typing import Literal
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["BYTE_ORDERS", "ByteOrder", "mask_has", "mask_ordinals"]
+from sqlcdc import frames
+
+__all__ = ["BYTE_ORDERS", "ByteOrder", "mask_has", "mask_names", "mask_ordinals"]
 
 ByteOrder = Literal["big", "little"]
 BYTE_ORDERS: tuple[str, ...] = ("little", "big")
@@ -41,14 +43,20 @@ def _digits(mask: Column) -> Column:
 def mask_has(mask: Column, ordinal: Column | int, byte_order: ByteOrder) -> Column:
     """True when the (1-based) ``ordinal``'s bit is set in the hex ``mask``; False when the mask
     is NULL, empty or too short to hold it."""
-    return _has(_digits(mask), ordinal, byte_order)
+    return frames.let(_digits(mask), lambda digits: _has(digits, ordinal, byte_order))
+
+
+def mask_names(mask: Column, ordinals: dict[str, int], byte_order: ByteOrder) -> Column:
+    """``array<string>`` of the names (of ``ordinals``: name -> 1-based ordinal) whose bit is set,
+    in ``ordinals``' order; the mask is normalised once for all of them."""
+    return frames.let(_digits(mask), lambda digits: F.filter(
+        F.array(*[F.when(_has(digits, o, byte_order), F.lit(n)) for n, o in ordinals.items()]), lambda x: x.isNotNull()))
 
 
 def mask_ordinals(mask: Column, byte_order: ByteOrder) -> Column:
     """``array<int>`` of the ordinals whose bit is set, ascending (empty for an empty mask)."""
-    digits = _digits(mask)  # normalised once, not once per ordinal
-    width = F.length(digits) * 4
-    return F.filter(F.sequence(F.lit(1), F.greatest(width, F.lit(1))), lambda o: _has(digits, o, byte_order))
+    return frames.let(_digits(mask), lambda digits: F.filter(  # normalised once, not once per ordinal
+        F.sequence(F.lit(1), F.greatest(F.length(digits) * 4, F.lit(1))), lambda o: _has(digits, o, byte_order)))
 
 
 def _has(digits: Column, ordinal: Column | int, byte_order: ByteOrder) -> Column:
