@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats._ces_events import _routes, events
 from sqlcdc.names import DELTA_BAD_NAME_RE
@@ -30,25 +31,28 @@ def _type_problem(t: Column) -> Column:
     (:func:`~sqlcdc.formats._sqlserver.unknown_types`). Unreadable: text that is not ``name`` or ``name(args)``, a decimal/numeric whose precision is not 1..38 or
     whose scale is not 0..precision (SQL Server's own limits, and Spark's), a float(n) outside 1..53,
     and arguments that are neither digits nor ``max``."""
-    low = F.lower(F.trim(t))
-    shape_ok = F.coalesce(low.rlike(_ARGS_RE), F.lit(False))
-    base = F.trim(F.regexp_extract(low, r"^\s*([a-z][a-z0-9_ ]*?)\s*(\(|$)", 1))
-    args = F.regexp_replace(F.regexp_extract(low, _ARGS_RE, 2), r"\s", "")
-    p = F.regexp_extract(args, r"^([0-9]{1,3})(,([0-9]{1,3}))?$", 1)
-    sc_ = F.regexp_extract(args, r"^([0-9]{1,3})(,([0-9]{1,3}))?$", 3)
-    p_i, s_i = p.try_cast("int"), F.coalesce(F.nullif(sc_, F.lit("")).try_cast("int"), F.lit(0))
     shown = F.substring(t, 1, 60)
-    return (
-        F.when(~shape_ok, F.format_string("type '%s' is not a SQL Server type name", shown))
-        .when(base.isin("decimal", "numeric") & (args != "") & (
-            (p == "") | (p_i < 1) | (p_i > 38) | (s_i > p_i)), F.format_string(
-            "type '%s' cannot be held: decimal precision must be 1..38 and scale 0..precision", shown))
-        .when((base == "float") & (args != "") & ~F.coalesce(args.rlike("^[0-9]{1,2}$") & (args.try_cast("int") >= 1)
-                                                                & (args.try_cast("int") <= 53), F.lit(False)),
-              F.format_string("type '%s' cannot be held: float(n) needs n in 1..53", shown))
-        .when((args != "") & ~args.rlike("^(max|[0-9]{1,10}(,[0-9]{1,10})?)$"),
-              F.format_string("type '%s' has arguments that are neither digits nor max", shown))
-    )
+
+    def of(low: Column, args: Column) -> Column:  # both bound once (frames.let): each is read many times
+        shape_ok = F.coalesce(low.rlike(_ARGS_RE), F.lit(False))
+        base = F.trim(F.regexp_extract(low, r"^\s*([a-z][a-z0-9_ ]*?)\s*(\(|$)", 1))
+        p = F.regexp_extract(args, r"^([0-9]{1,3})(,([0-9]{1,3}))?$", 1)
+        sc_ = F.regexp_extract(args, r"^([0-9]{1,3})(,([0-9]{1,3}))?$", 3)
+        p_i, s_i = p.try_cast("int"), F.coalesce(F.nullif(sc_, F.lit("")).try_cast("int"), F.lit(0))
+        return (
+            F.when(~shape_ok, F.format_string("type '%s' is not a SQL Server type name", shown))
+            .when(base.isin("decimal", "numeric") & (args != "") & (
+                (p == "") | (p_i < 1) | (p_i > 38) | (s_i > p_i)), F.format_string(
+                "type '%s' cannot be held: decimal precision must be 1..38 and scale 0..precision", shown))
+            .when((base == "float") & (args != "") & ~F.coalesce(args.rlike("^[0-9]{1,2}$") & (args.try_cast("int") >= 1)
+                                                                    & (args.try_cast("int") <= 53), F.lit(False)),
+                  F.format_string("type '%s' cannot be held: float(n) needs n in 1..53", shown))
+            .when((args != "") & ~args.rlike("^(max|[0-9]{1,10}(,[0-9]{1,10})?)$"),
+                  F.format_string("type '%s' has arguments that are neither digits nor max", shown))
+        )
+
+    return frames.let(F.lower(F.trim(t)), lambda low: frames.let(
+        F.regexp_replace(F.regexp_extract(low, _ARGS_RE, 2), r"\s", ""), lambda args: of(low, args)))
 
 
 def cols_problem(cols: Column) -> Column:
@@ -61,8 +65,8 @@ def cols_problem(cols: Column) -> Column:
     collide = F.filter(F.array_distinct(lowered),
                        lambda n: F.size(F.filter(lowered, lambda m: m == n)) > 1)
     bad_names = F.filter(names, lambda n: n.rlike(DELTA_BAD_NAME_RE))
-    typed = F.transform(cols, lambda c: F.when(_type_problem(c["type"]).isNotNull(), F.format_string(
-        "column %s: %s", c["name"], _type_problem(c["type"]))))
+    typed = F.transform(cols, lambda c: frames.let(_type_problem(c["type"]), lambda problem: F.when(
+        problem.isNotNull(), F.format_string("column %s: %s", c["name"], problem))))
     bad_types = F.filter(typed, lambda x: x.isNotNull())
     problems = F.array(
         F.when(F.size(collide) > 0, F.format_string(
@@ -75,7 +79,7 @@ def cols_problem(cols: Column) -> Column:
         F.when(F.size(bad_types) > 0, F.array_join(bad_types, "; ")),
     )
     joined = F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; ")
-    return F.when(cols.isNotNull(), F.nullif(joined, F.lit("")))
+    return F.when(cols.isNotNull(), frames.let(joined, lambda j: F.when(j != "", j)))
 
 
 def _shapes(bronze: DataFrame, table: TableConfig) -> list[Any]:
