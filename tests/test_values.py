@@ -54,3 +54,12 @@ def test_base64_decimals_read_exactly_or_null_when_out_of_range(spark):
         if (Decimal(got[i]) if got[i] is not None else None) != want:
             wrong.append(f"{u} (pad {pad}) as {t}: got {got[i]}, expected {want}")
     assert not wrong, f"{len(wrong)} of {len(cases)} wrong, e.g. " + "; ".join(wrong[:5])
+
+
+def test_a_decimal_decode_holds_its_byte_decode_once(spark):
+    """Each reuse of a Column writes its whole tree again; the decode binds its intermediates once
+    (frames.let), so a table's plan grows by one byte decode per decimal column, not dozens."""
+    for t in ("decimal(10,2)", "decimal(38,0)"):
+        expr = str(typed_value(F.col("raw"), ColumnSpec("v", t, encoding="base64_decimal")))
+        assert expr.count("try_to_binary") == 1, expr
+        assert expr.count("aggregate") == 1, expr

@@ -214,7 +214,7 @@ def _decimal_from_base64(raw: Column, spark_type: str) -> Column:
         n = F.length(h) / 2
         magnitude = F.aggregate(F.sequence(F.lit(0), F.greatest(n.cast("int") - 1, F.lit(0))),
                                 F.lit(0).cast("decimal(38,0)"), step)
-        signed = F.when(negative, F.try_subtract(F.lit(-1).cast("decimal(38,0)"), magnitude)).otherwise(magnitude)
+        signed = frames.let(magnitude, lambda m: F.when(negative, F.try_subtract(F.lit(-1).cast("decimal(38,0)"), m)).otherwise(m))
         return F.when(n > 0, signed).cast("string")
 
     def with_point(text: Column) -> Column:
