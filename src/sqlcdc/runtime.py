@@ -42,6 +42,10 @@ SMALL_MACHINE_CONF: dict[str, str] = {
     # on planning, docs/testing.md): 4 at a time ran the demo pipeline ~10% faster (178-180 s vs
     # 193-198 s) and leaves room for flows waiting on I/O.
     "spark.sql.pipelines.execution.maxConcurrentFlows": "4",
+    # spark-pipelines resolves each flow's whole plan at once (Spark Connect); a Qlik silver plan
+    # needs all of Spark's default 100 analyzer passes (tests/test_connect_resolution.py keeps every
+    # producer within 100, as Databricks has it). Headroom for local runs of wider configs.
+    "spark.sql.analyzer.maxIterations": "200",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     # Spark's default driver heap (1g) is too small for long sessions here: Janino compiling the

@@ -1,0 +1,70 @@
+"""Resolve every flow query of a pipeline config on a Spark Connect session, as ``spark-pipelines``
+does, and print one JSON line per query: ``{"source", "table", "flow", "error"}``.
+
+A classic session analyses a DataFrame step by step as it is built; Spark Connect (and so SDP)
+receives the whole unresolved plan and resolves it at once, within ``spark.sql.analyzer.maxIterations``
+passes of its Resolution batch (Spark's default 100, which Databricks keeps). Each stacked
+projection and each lambda level costs passes, so a decoder change can pass every unit test and
+still stop a real run ("Max iterations (100) reached for batch Resolution"). Run by
+``tests/test_connect_resolution.py`` in a subprocess (a Connect session is a JVM of its own)::
+
+    python tests/connect_resolution.py CONFIG [MAX_ITERATIONS]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+
+def main() -> None:
+    config, limit = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "100"
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.remote("local[2]").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    from sqlcdc import expectations, formats, transport
+    from sqlcdc.config import load_pipeline
+
+    cfg = load_pipeline(config)
+    for source in cfg.sources.values():
+        decoder = formats.get(source.format)
+        tables = cfg.tables_of(source.name)
+        envelope = expectations.envelope_schema(decoder)
+
+        def bronze():
+            landed = transport.read_bronze(spark, source, streaming=False)
+            return expectations.valid_envelopes(landed, decoder, envelope) if envelope else landed
+
+        queries = [(None, "unrouted", lambda: decoder.unrouted(bronze(), source, tables))]
+        for table in tables:
+            cols = list(decoder.columns_for(table, source, spark))  # discovery runs jobs: before the limit is set
+
+            def checked(table=table, cols=cols):
+                return expectations.check(decoder.decode(bronze(), table, cols).changes, table, cols)
+
+            queries += [
+                (table.name, "silver", lambda checked=checked, table=table: expectations.passed(checked(), table)),
+                (table.name, "quarantine", lambda table=table, cols=cols: decoder.decode(bronze(), table, cols).quarantine),
+                (table.name, "expectations", lambda checked=checked, table=table: expectations.quarantined(checked(), table)),
+                (table.name, "dropped", lambda checked=checked, table=table: expectations.dropped(checked(), table)),
+            ]
+        spark.conf.set("spark.sql.analyzer.maxIterations", limit)
+        for table_name, flow, query in queries:
+            try:
+                query().schema  # resolves the whole plan on the server
+                error = None
+            except Exception as e:  # noqa: BLE001 - reported, the test decides
+                error = str(e).strip().splitlines()[0][:300]
+            print(json.dumps({"source": source.name, "table": table_name, "flow": flow, "error": error}), flush=True)
+        spark.conf.unset("spark.sql.analyzer.maxIterations")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
