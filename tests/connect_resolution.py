@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -26,8 +27,18 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.remote("local[2]").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.enabled", "false").getOrCreate())
+    # A Connect server on a free port of its own: 15002 (the default) is `sqlcdc run`'s, and the
+    # suite's pipeline runs may hold it while this runs.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (SparkSession.builder.master("local[2]").config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
+     .config("spark.connect.grpc.binding.port", str(port)).config("spark.connect.grpc.binding.address", "127.0.0.1")
+     .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false").getOrCreate())
+    from pyspark.sql.connect.session import SparkSession as ConnectSession  # beside the server's own session
+
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # pyspark.sql.functions then builds Connect columns
+    spark = ConnectSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
     from sqlcdc import expectations, formats, transport
     from sqlcdc.config import load_pipeline
 
