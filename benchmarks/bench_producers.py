@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import shutil
 import sys
 import tempfile
@@ -47,23 +46,6 @@ PRODUCERS = ("debezium", "cdc_ct", "ces", "qlik")
 PER_FILE = 50_000
 
 
-def land(base: Path, producers: list[str], changes: int, keys: int, seed: int) -> dict[str, int]:
-    """Write each producer's records into its landing folder; records landed per producer."""
-    histories.write_config(base, set(producers))
-    rng = random.Random(seed)
-    landed = {}
-    for producer in producers:
-        lines = histories.records(producer, histories.history(rng, keys, changes), rng)
-        if producer == "qlik":
-            lines.insert(0, histories.QLIK_METADATA)
-        source, _, pattern = histories.SOURCES[producer]
-        for f in range(0, len(lines), PER_FILE):
-            (base / "landing" / source / pattern.format(r=0, f=f // PER_FILE)).write_text(
-                "\n".join(lines[f:f + PER_FILE]) + "\n")
-        landed[producer] = len(lines)
-    return landed
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--changes", type=int, default=20_000, help="changes per producer's history")
@@ -76,7 +58,7 @@ def main() -> None:
 
     base = Path(tempfile.mkdtemp(prefix="sqlcdc-bench-producers-"))
     try:
-        landed = land(base, producers, args.changes, args.keys, args.seed)
+        _, landed = histories.land(base, producers, keys=args.keys, changes=args.changes, seed=args.seed, per_file=PER_FILE)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
         spark = local_spark(app_name="bench-producers")

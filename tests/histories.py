@@ -296,6 +296,26 @@ def handoff_records(changes: list[Change], rng: random.Random) -> tuple[list[str
             records("debezium", [c for c in changes if c.tx >= w], rng))
 
 
+def land(base: Path, producers: list[str], *, keys: int, changes: int, seed: int,
+         per_file: int | None = None) -> tuple[Path, dict[str, int]]:
+    """One history per producer written in order (no duplicates, one run) into its landing folder,
+    ``per_file`` records a file (default: one file), Qlik's after its metadata message; the config
+    written by :func:`write_config`. Returns (config path, records landed per producer)."""
+    config = write_config(base, set(producers))
+    rng = random.Random(seed)
+    landed = {}
+    for producer in producers:
+        lines = records(producer, history(rng, keys, changes), rng)
+        if producer == "qlik":
+            lines.insert(0, QLIK_METADATA)
+        source, _, pattern = SOURCES[producer]
+        step = per_file or len(lines)
+        for f in range(0, len(lines), step):
+            (base / "landing" / source / pattern.format(r=0, f=f // step)).write_text("\n".join(lines[f:f + step]) + "\n")
+        landed[producer] = len(lines)
+    return config, landed
+
+
 def deliveries(lines: list[str], runs: int, rng: random.Random) -> list[list[list[str]]]:
     """``lines`` with ~20% delivered twice, shuffled, cut into ``runs`` runs of 1-3 files each."""
     sent = lines + [x for x in lines if rng.random() < 0.2]

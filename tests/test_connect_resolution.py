@@ -13,7 +13,6 @@ here, not an hour later in an end-to-end run.
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -26,14 +25,7 @@ PASSES = 40  # the analyzer passes each query may take (Spark's default limit: 1
 
 
 def test_every_flow_query_resolves_well_within_sparks_default_analyzer_limit(tmp_path):
-    config = histories.write_config(tmp_path, set(PRODUCERS))
-    rng = random.Random(5)
-    for producer in PRODUCERS:
-        lines = histories.records(producer, histories.history(rng, 6, 20), rng)
-        if producer == "qlik":
-            lines.insert(0, histories.QLIK_METADATA)
-        source, _, pattern = histories.SOURCES[producer]
-        (tmp_path / "landing" / source / pattern.format(r=0, f=0)).write_text("\n".join(lines) + "\n")
+    config, _ = histories.land(tmp_path, list(PRODUCERS), keys=6, changes=20, seed=5)
     done = subprocess.run([sys.executable, str(SCRIPT), str(config), str(PASSES)], capture_output=True, text=True, timeout=900)
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert done.returncode == 0, done.stderr[-3000:]

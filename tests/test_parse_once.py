@@ -9,7 +9,6 @@ producer's silver and quarantine on a landed random history (``tests/histories.p
 
 from __future__ import annotations
 
-import random
 
 import pytest
 from pyspark.sql import functions as F
@@ -52,15 +51,7 @@ def test_where_is_not_pushed_below_the_projection_that_parses(spark):
 
 @pytest.fixture(scope="module")
 def landed(spark, tmp_path_factory):
-    base = tmp_path_factory.mktemp("parse-once")
-    config = histories.write_config(base, set(BOUNDS))
-    rng = random.Random(3)
-    for producer in BOUNDS:
-        lines = histories.records(producer, histories.history(rng, 6, 20), rng)
-        if producer == "qlik":
-            lines.insert(0, histories.QLIK_METADATA)
-        source, _, pattern = histories.SOURCES[producer]
-        (base / "landing" / source / pattern.format(r=0, f=0)).write_text("\n".join(lines) + "\n")
+    config, _ = histories.land(tmp_path_factory.mktemp("parse-once"), list(BOUNDS), keys=6, changes=20, seed=3)
     return load_pipeline(str(config))
 
 
