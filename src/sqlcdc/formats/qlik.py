@@ -203,7 +203,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
             problem,
         ),
     )
-    bad = frames.where(parsed.withColumns({"_md_problem": md_problem}), ~F.col("_valid") | F.col("_md_problem").isNotNull(), "_md_bad")
+    bad = parsed.withColumns({"_md_problem": md_problem}).where(~F.col("_valid") | F.col("_md_problem").isNotNull())
     bad = bad.select(
         *model.quarantine_row(
             source_name=source.name, source_format=NAME,
@@ -227,7 +227,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
         "cannot tell which table this data message belongs to: it has no schema/table fields, its "
         "headers.externalSchemaId (%s) matches no metadata message's schemaId, and no table's "
         "options.path_regex matches its file", F.coalesce(F.col("_ext_id"), F.lit("absent"))))
-    orphans = frames.where(dt, ~taken, "_orphan").select(
+    orphans = dt.where(~taken).select(
         *model.quarantine_row(source_name=source.name, source_format=NAME, reason=reason, rules=F.array(F.lit("routing")))
     )
     return bad.unionByName(orphans)
@@ -236,7 +236,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
 def routed(bronze: DataFrame, source: SourceConfig, table: TableConfig) -> DataFrame:
     """The data messages of ``table``: what waits in quarantine while no usable metadata message
     of it has landed (:meth:`Decoder.waiting`)."""
-    return frames.where(_data_rows(_parsed(bronze, ("DT",)), metadata_versions(_metadata_parsed(bronze))), _matches(table), "_mine")
+    return _data_rows(_parsed(bronze, ("DT",)), metadata_versions(_metadata_parsed(bronze))).where(_matches(table))
 
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
@@ -250,7 +250,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     keys = list(table.keys) or _keys_from_columns(table, columns)
     names = [c.name for c in columns]
     versions = metadata_versions(_metadata_parsed(bronze))
-    dt = frames.where(_data_rows(_parsed(bronze, ("DT",)), versions), _matches(table), "_mine")
+    dt = _data_rows(_parsed(bronze, ("DT",)), versions).where(_matches(table))
 
     # all versions of this table as one row (an empty array when none arrived): broadcast to every message
     tv = _table_versions(versions, table).select(
