@@ -166,7 +166,9 @@ def check(changes: DataFrame, table: TableConfig, columns: Iterable[Any]) -> Dat
     warned = [F.col(VALUE_WARNINGS_COL)] if table.bad_values == "warn" else []  # the decoder's (bad_values: warn)
     frame = changes.select(*[F.col(c) for c in model.CHANGE_COLUMNS], *flat, *warned)
     failed = {r.name: ~F.coalesce(F.expr(f"({r.constraint})").cast("boolean"), F.lit(True)) for r in rules}
-    return frame.withColumns({_DQ[a]: _names([r for r in rules if r.action == a], failed) for a in ACTIONS})
+    return frame.select(
+        "*", *[_names([r for r in rules if r.action == a], failed).alias(_DQ[a]) for a in ACTIONS]
+    )
 
 
 def _explained(names: Column, rules: Sequence[Rule]) -> Column:
@@ -300,7 +302,7 @@ def with_envelope_doc(bronze: DataFrame) -> DataFrame:
     decode (``benchmarks/bench_validation.py``)."""
     from sqlcdc.formats import _schema_check as sc
 
-    return bronze.withColumns({ENVELOPE_DOC: F.expr(sc.ONE_DOCUMENT)})
+    return bronze.select("*", F.expr(sc.ONE_DOCUMENT).alias(ENVELOPE_DOC))
 
 
 def envelope_violations(schema_file: str) -> Column:
@@ -326,7 +328,7 @@ def invalid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str, sou
 
     label = Path(schema_file).name  # a plugin's schema is an absolute path beside its decoder
     stem = label.removesuffix(".schema.json")
-    checked = with_envelope_doc(bronze).withColumns({"_violations": envelope_violations(schema_file)})
+    checked = with_envelope_doc(bronze).select("*", envelope_violations(schema_file).alias("_violations"))
     bad = frames.where(checked, ~decoder.is_skipped() & (F.size("_violations") > 0), "_envelope_bad")
     message = sc.explain_udf(schema_file)(F.col("value"))
     return bad.select(

@@ -38,7 +38,7 @@ def where(df: DataFrame, condition: Column, flag: str) -> DataFrame:
     """The rows of ``df`` where ``condition`` is true, with the condition kept as column ``flag``
     (no ``drop``: Spark Connect resolves a dropped frame's input, which an SDP query function may
     not do while its source table does not exist yet)."""
-    return df.withColumn(flag, F.explode(F.when(condition, F.array(F.lit(True)))))
+    return df.select("*", F.explode(F.when(condition, F.array(F.lit(True)))).alias(flag))
 
 
 def let(value: Column, body: Callable[[Column], Column]) -> Column:

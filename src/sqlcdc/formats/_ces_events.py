@@ -125,7 +125,7 @@ def _groups(env: DataFrame, source: SourceConfig) -> DataFrame:
     segs = F.array_sort(F.col("all_segs"))  # by idx, then ingest_time, record_id: first copy wins
     g = g.select("logicalid", "all_segs", "first_seen", segs.alias("sorted"))
     s = F.col("sorted")
-    g = g.withColumns({"segs": _dedup(s)})
+    g = g.select("*", _dedup(s).alias("segs"))
     segs_c = F.col("segs")
     n = F.size(segs_c)
     final_idx = F.array_min(F.transform(F.filter(segs_c, lambda x: F.coalesce(x["final"], F.lit(False))), lambda x: x["idx"]))
@@ -194,7 +194,7 @@ def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     groups = _groups(env, source)
     ev = singles.unionByName(_group_events(groups))
     dv = F.try_parse_json(F.col("data"))
-    ev = ev.withColumns({"_data_doc": dv})
+    ev = ev.select("*", dv.alias("_data_doc"))
     dd = F.col("_data_doc")
     pk = F.transform(
         _get(dd, "$.eventsource.pkkey", "array<variant>"),

@@ -29,7 +29,7 @@ OP_DELETE, OP_INSERT, OP_UPDATE, OP_UPSERT = 1, 2, 4, 5  # __$operation (all wit
 
 def _identified(good: DataFrame, keys: list[str]) -> DataFrame:
     """:func:`sqlcdc.formats._ct_values._copies` of net-changes rows, identity ``(start_lsn, key)``."""
-    good = good.withColumns({"_key_json": F.to_json(F.struct(*[F.col("_img")[k].alias(k) for k in keys]))})
+    good = good.select("*", F.to_json(F.struct(*[F.col("_img")[k].alias(k) for k in keys])).alias("_key_json"))
     # an insert, an update and an upsert of the same final image are the same change (windows that
     # start on either side of the row's insert); the update mask covers the window, so it may differ
     content = F.to_json(F.struct((F.col("_op") == OP_DELETE).alias("d"), F.col("_img").alias("i")))

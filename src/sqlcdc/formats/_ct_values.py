@@ -108,7 +108,7 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
     option_b64 = str(table.source.options.get("binary_text", "hex")).lower() == "base64"
     rows = bronze.where(F.lower(capture_instance_col(F.col("source_file"))) == ci.lower())
     first = F.from_json(F.col("value"), "map<string,string>")  # of '{...}{...}' Spark reads the first alone
-    rows = rows.withColumns({"_m": F.when(one_json_value(F.col("value")), first), "_an_object": first.isNotNull()})
+    rows = rows.select("*", F.when(one_json_value(F.col("value")), first).alias("_m"), first.isNotNull().alias("_an_object"))
     m = F.col("_m")
     prefer_b64 = F.lit(True) if option_b64 else F.coalesce(m[BINARY_HINT] == "base64", F.lit(False))
     image, value_errors = typed_struct(_raw_map(m, columns, prefer_b64), columns)
@@ -120,7 +120,17 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
         v = lsn_text(raw)
         return F.when(F.trim(raw).rlike(r"^[0-9]{20}$") & _json_number(F.col("value"), name), F.lit(None)).otherwise(v)
 
-    rows = rows.withColumns({"_start": lsn_of(m[START_LSN], START_LSN), "_seq": lsn_of(m[SEQVAL], SEQVAL), "_op": m[OPERATION].try_cast("int"), "_cmd": m[COMMAND_ID].try_cast("int"), "_mask": mask, "_img": image, "_commit_time": commit_time(m[COMMIT_TIME_COLUMN]), "_value_errors": value_errors})
+    rows = rows.select(
+        "*",
+        lsn_of(m[START_LSN], START_LSN).alias("_start"),
+        lsn_of(m[SEQVAL], SEQVAL).alias("_seq"),
+        m[OPERATION].try_cast("int").alias("_op"),
+        m[COMMAND_ID].try_cast("int").alias("_cmd"),
+        mask.alias("_mask"),
+        image.alias("_img"),
+        commit_time(m[COMMIT_TIME_COLUMN]).alias("_commit_time"),
+        value_errors.alias("_value_errors"),
+    )
     keys = list(table.keys)
     value_reasons, value_warnings = split_value_errors(F.col("_value_errors"), columns, keys, table.bad_values)
     ops = (1, 2, 4, 5) if net else (1, 2, 3, 4)
@@ -158,8 +168,8 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
     )
     # a file or CSV line bronze could not read (UNREADABLE): its reason, and nothing read from it
     reasons = F.when(m[UNREADABLE].isNotNull(), F.array(m[UNREADABLE])).otherwise(reasons)
-    warned = {} if value_warnings is None else {VALUE_WARNINGS_COL: value_warnings}  # bad_values: warn
-    return rows.withColumns({"_reasons": reasons, **warned})
+    warned = [] if value_warnings is None else [value_warnings.alias(VALUE_WARNINGS_COL)]  # bad_values: warn
+    return rows.select("*", reasons.alias("_reasons"), *warned)
 
 
 _LSN_SHAPES = "binary(10), 0x hex or base64"
@@ -171,11 +181,19 @@ def _copies(good: DataFrame, identity: list[str], content: Column, *, agree: tup
     copy kept: lowest record id), ``_kept`` (that copy's record id), ``_copy`` (1 = first row of its
     record id), ``_variants``/``_files`` (for the conflict's reason)."""
     at = Window.partitionBy(*identity)
-    good = good.withColumns({"_content": content})
+    good = good.select("*", content.alias("_content"))
     differ = ~F.min("_content").over(at).eqNullSafe(F.max("_content").over(at))
     for c in agree:
         differ = differ | ~F.min(c).over(at).eqNullSafe(F.max(c).over(at))
-    return good.withColumns({"_conflict": differ, "_dup": F.row_number().over(at.orderBy("record_id")), "_kept": F.min("record_id").over(at), "_copy": F.row_number().over(Window.partitionBy(*identity, "record_id").orderBy("record_id")), "_variants": F.size(F.collect_set("_content").over(at)), "_files": F.array_sort(F.collect_set("source_file").over(at))})
+    return good.select(
+        "*",
+        differ.alias("_conflict"),
+        F.row_number().over(at.orderBy("record_id")).alias("_dup"),
+        F.min("record_id").over(at).alias("_kept"),
+        F.row_number().over(Window.partitionBy(*identity, "record_id").orderBy("record_id")).alias("_copy"),
+        F.size(F.collect_set("_content").over(at)).alias("_variants"),
+        F.array_sort(F.collect_set("source_file").over(at)).alias("_files"),
+    )
 
 
 def _deduplicated(good: DataFrame) -> DataFrame:
@@ -186,7 +204,11 @@ def _deduplicated(good: DataFrame) -> DataFrame:
     # compared as JSON text: any column type compares, and a typed value has one spelling
     content = F.to_json(F.struct(F.col("_mask").alias("m"), F.col("_img").alias("i")))
     good = _copies(good, ["_start", "_seq", "_op"], content, agree=("_cmd",))
-    return good.withColumns({"_old_conflict": F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == _OP_UPDATE_OLD)).over(position), F.lit(False)), "_new_conflict": F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == _OP_UPDATE_NEW)).over(position), F.lit(False))})
+    return good.select(
+        "*",
+        F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == _OP_UPDATE_OLD)).over(position), F.lit(False)).alias("_old_conflict"),
+        F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == _OP_UPDATE_NEW)).over(position), F.lit(False)).alias("_new_conflict"),
+    )
 
 
 def lob_provided(columns: list[ColumnSpec], is_update: Column, image: Column, mask: Column) -> Column | None:

@@ -33,14 +33,33 @@ def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
     """Valid data messages + the header fields + identity (``_schema``, ``_table``) where known."""
     dt = parsed.where(F.col("_valid") & (F.col("_kind") == "DT"))
     inner, h = F.col("_inner"), _get(F.col("_inner"), "headers")
-    dt = dt.withColumns({"_msg_schema": _get(inner, "schema", as_type="string"), "_msg_table": _get(inner, "table", as_type="string"), "_op": _get(h, "operation", as_type="string"), "_change_seq": _get(h, "changeSequence", as_type="string"), "_ts": _get(h, "timestamp", as_type="string"), "_tx": _get(h, "transactionId", as_type="string"), "_change_mask": _get(h, "changeMask", as_type="string"), "_column_mask": _get(h, "columnMask", as_type="string"), "_ext_id": _get(h, "externalSchemaId", as_type="string"), "_counter": _get(h, "transactionEventCounter", as_type="bigint"), "_counter_text": _get(h, "transactionEventCounter", as_type="string"), "_data": F.try_variant_get(inner, "$['data']", "map<string,string>"), "_before_data": F.try_variant_get(inner, "$['beforeData']", "map<string,string>")})
+    dt = dt.select(
+        "*",
+        _get(inner, "schema", as_type="string").alias("_msg_schema"),
+        _get(inner, "table", as_type="string").alias("_msg_table"),
+        _get(h, "operation", as_type="string").alias("_op"),
+        _get(h, "changeSequence", as_type="string").alias("_change_seq"),
+        _get(h, "timestamp", as_type="string").alias("_ts"),
+        _get(h, "transactionId", as_type="string").alias("_tx"),
+        _get(h, "changeMask", as_type="string").alias("_change_mask"),
+        _get(h, "columnMask", as_type="string").alias("_column_mask"),
+        _get(h, "externalSchemaId", as_type="string").alias("_ext_id"),
+        _get(h, "transactionEventCounter", as_type="bigint").alias("_counter"),
+        _get(h, "transactionEventCounter", as_type="string").alias("_counter_text"),
+        F.try_variant_get(inner, "$['data']", "map<string,string>").alias("_data"),
+        F.try_variant_get(inner, "$['beforeData']", "map<string,string>").alias("_before_data"),
+    )
     ids = versions.where(F.col("schema_id").isNotNull()).groupBy(F.col("schema_id").alias("_by_schema_id")).agg(
         F.max_by(F.struct("schema", "table"), "version").alias("_by_id")
     )
     # no drop() of the join's helper columns: see _parsed
     dt = dt.join(F.broadcast(ids), F.col("_ext_id") == F.col("_by_schema_id"), "left")
     by_msg = F.col("_msg_table").isNotNull()
-    return dt.withColumns({"_schema": F.when(by_msg, F.col("_msg_schema")).otherwise(F.col("_by_id.schema")), "_table": F.when(by_msg, F.col("_msg_table")).otherwise(F.col("_by_id.table"))})
+    return dt.select(
+        "*",
+        F.when(by_msg, F.col("_msg_schema")).otherwise(F.col("_by_id.schema")).alias("_schema"),
+        F.when(by_msg, F.col("_msg_table")).otherwise(F.col("_by_id.table")).alias("_table"),
+    )
 
 
 def _matches(table: TableConfig) -> Column:

@@ -110,11 +110,11 @@ def _parsed(bronze: DataFrame, kinds: tuple[str, ...] = ("DT", "MD")) -> DataFra
 
     Only ``select`` here: Spark Connect plans ``drop`` by resolving its input, which inside an
     SDP query function fails while the bronze table does not exist yet."""
-    df = bronze.withColumns({"_doc": F.expr(sc.ONE_DOCUMENT)})  # two documents on a line: not JSON
+    df = bronze.select("*", F.expr(sc.ONE_DOCUMENT).alias("_doc"))  # two documents on a line: not JSON
     wrapped, kind, msg = _shape("_doc")
-    df = df.withColumns({"_wrapped": F.expr(wrapped), "_kind": F.expr(kind), "_inner": F.expr(msg)})
-    df = df.withColumns({"_rules": F.expr(_staged_rules(tuple(kinds)))})
-    return df.withColumns({"_valid": F.coalesce(F.size("_rules") == 0, F.lit(False))})
+    df = df.select("*", F.expr(wrapped).alias("_wrapped"), F.expr(kind).alias("_kind"), F.expr(msg).alias("_inner"))
+    df = df.select("*", F.expr(_staged_rules(tuple(kinds))).alias("_rules"))
+    return df.select("*", F.coalesce(F.size("_rules") == 0, F.lit(False)).alias("_valid"))
 
 
 @lru_cache(maxsize=None)

@@ -57,19 +57,19 @@ def _metadata_cols(inner: Column) -> Column:
     return F.array_sort(cols)
 
 
-def _metadata_fields(inner: Column) -> dict[str, Column]:
-    """Columns of one metadata message (``inner`` = the bare message), by name."""
+def _metadata_fields(inner: Column) -> list[Column]:
+    """Columns of one metadata message (``inner`` = the bare message)."""
     lineage = _get(inner, "lineage")
-    return {
-        "_md_schema": _get(lineage, "schema", as_type="string"),
-        "_md_table": _get(lineage, "table", as_type="string"),
-        "_md_version": _version_number(_get(lineage, "tableVersion")),
-        "_md_server": _get(lineage, "server", as_type="string"),
-        "_md_task": _get(lineage, "task", as_type="string"),
-        "_md_timestamp": _get(lineage, "timestamp", as_type="string"),
-        "_md_schema_id": _get(inner, "schemaId", as_type="string"),
-        "_md_cols": _metadata_cols(inner),
-    }
+    return [
+        _get(lineage, "schema", as_type="string").alias("_md_schema"),
+        _get(lineage, "table", as_type="string").alias("_md_table"),
+        _version_number(_get(lineage, "tableVersion")).alias("_md_version"),
+        _get(lineage, "server", as_type="string").alias("_md_server"),
+        _get(lineage, "task", as_type="string").alias("_md_task"),
+        _get(lineage, "timestamp", as_type="string").alias("_md_timestamp"),
+        _get(inner, "schemaId", as_type="string").alias("_md_schema_id"),
+        _metadata_cols(inner).alias("_md_cols"),
+    ]
 
 
 def _metadata_problem(cols: Column) -> Column:
@@ -90,8 +90,8 @@ def _metadata_problem(cols: Column) -> Column:
 def _metadata_rows(parsed: DataFrame) -> DataFrame:
     """Every valid metadata message: ``_md_*`` columns + ``_md_problem`` (NULL = usable)."""
     md = parsed.where(F.col("_valid") & (F.col("_kind") == "MD"))
-    md = md.withColumns(_metadata_fields(F.col("_inner")))
-    return md.withColumns({"_md_problem": _metadata_problem(F.col("_md_cols"))})
+    md = md.select("*", *_metadata_fields(F.col("_inner")))
+    return md.select("*", _metadata_problem(F.col("_md_cols")).alias("_md_problem"))
 
 
 def _metadata_parsed(bronze: DataFrame) -> DataFrame:
@@ -163,8 +163,14 @@ def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: s
     """
     names_of = lambda v: F.transform(v["cols"], lambda c: c["name"])  # noqa: E731
     staged = tv.select(*fields, F.transform("cols", lambda c: c["name"]).alias("_names"))
-    staged = staged.withColumns({"_lowered": F.transform("_names", lambda n: F.lower(n)), "_bad_names": F.filter("_names", lambda n: n.rlike(DELTA_BAD_NAME_RE)), "_bad_types": F.filter(F.transform("cols", _numeric_problem), lambda x: x.isNotNull())})
-    staged = staged.withColumns({"_collide": F.filter(F.array_distinct("_lowered"), lambda n: F.size(F.filter("_lowered", lambda m: m == n)) > 1)})
+    staged = staged.select(
+        "*",
+        F.transform("_names", lambda n: F.lower(n)).alias("_lowered"),
+        F.filter("_names", lambda n: n.rlike(DELTA_BAD_NAME_RE)).alias("_bad_names"),
+        F.filter(F.transform("cols", _numeric_problem), lambda x: x.isNotNull()).alias("_bad_types"),
+    )
+    staged = staged.select(
+        "*", F.filter(F.array_distinct("_lowered"), lambda n: F.size(F.filter("_lowered", lambda m: m == n)) > 1).alias("_collide"))
     problems = F.array(
         F.when(F.size("_collide") > 0, F.format_string(
             "column names equal but for case (%s): Delta cannot hold both",

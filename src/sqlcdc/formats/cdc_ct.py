@@ -290,8 +290,14 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     old_image = F.struct(F.col("_img").alias("img"), F.col("_mask").alias("mask"), F.col("record_id").alias("rid"),
                          *([F.col(VALUE_WARNINGS_COL).alias("warn")] if warn else []))
     no_old = F.max((F.col("_op") == OP_UPDATE_OLD).cast("int")).over(whole_position) == 0
-    good = good.withColumns({"_serial": # an operation 4 alone (row filter 'all') is still an update's second row: serial 2, as Debezium's
-        (F.row_number().over(at_position) + F.when((F.col("_op") == OP_UPDATE_NEW) & no_old, 1).otherwise(0)), "_has_old": F.max((F.col("_op") == OP_UPDATE_OLD).cast("int")).over(whole_position), "_has_new": F.max((F.col("_op") == OP_UPDATE_NEW).cast("int")).over(whole_position), "_old": F.first(F.when(F.col("_op") == OP_UPDATE_OLD, old_image), ignorenulls=True).over(whole_position)})
+    good = good.select(
+        "*",
+        # an operation 4 alone (row filter 'all') is still an update's second row: serial 2, as Debezium's
+        (F.row_number().over(at_position) + F.when((F.col("_op") == OP_UPDATE_NEW) & no_old, 1).otherwise(0)).alias("_serial"),
+        F.max((F.col("_op") == OP_UPDATE_OLD).cast("int")).over(whole_position).alias("_has_old"),
+        F.max((F.col("_op") == OP_UPDATE_NEW).cast("int")).over(whole_position).alias("_has_new"),
+        F.first(F.when(F.col("_op") == OP_UPDATE_OLD, old_image), ignorenulls=True).over(whole_position).alias("_old"),
+    )
     # row filter 'all': an update is its operation 4 row alone (no before image), not a half missing
     after_only = F.lit(row_filter(table) == "all")
     lone_old = good.where((F.col("_op") == OP_UPDATE_OLD) & (F.col("_has_new") == 0))
@@ -324,7 +330,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     op = F.col("_op")
     is_update = op == OP_UPDATE_NEW
     mask = F.when(is_update, F.coalesce(F.col("_mask"), F.col("_old.mask"))).otherwise(F.col("_mask"))
-    changes = changes.withColumns({"_change_mask": mask})
+    changes = changes.select("*", mask.alias("_change_mask"))
     cm = F.col("_change_mask")
 
     # LOBs: NULL in operation 3 (or 4) with a clear mask bit = not provided (see the module docstring).
@@ -347,12 +353,12 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     op_code = F.when(is_update, F.lit("U")).otherwise(op.cast("string"))
 
     # The sequence (module docstring): Debezium's (seqval, serial), re-dealt in command order per commit.
-    changes = changes.withColumns({"_op_rank": F.when(is_update, F.lit(OP_UPDATE_OLD)).otherwise(op)})
+    changes = changes.select("*", F.when(is_update, F.lit(OP_UPDATE_OLD)).otherwise(op).alias("_op_rank"))
     by_command = Window.partitionBy("_start").orderBy(
         F.col("_cmd").asc_nulls_first(), F.when(F.col("_cmd").isNotNull(), F.col("_op_rank")), "_seq", "_serial"
     )
     by_seqval = Window.partitionBy("_start").orderBy("_seq", "_serial")
-    ranked = changes.withColumns({"_rank": F.row_number().over(by_command)})
+    ranked = changes.select("*", F.row_number().over(by_command).alias("_rank"))
     slots = changes.select(
         F.col("_start").alias("_slot_start"),
         F.row_number().over(by_seqval).alias("_slot_rank"),

@@ -287,7 +287,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
 
     ev = events(bronze, source).where(_routes(table))
     old_map, cur_map = _image_map(F.col("old_text")), _image_map(F.col("current_text"))
-    ev = ev.withColumns({"_old": old_map, "_cur": cur_map})
+    ev = ev.select("*", old_map.alias("_old"), cur_map.alias("_cur"))
     old, cur, op_raw = F.col("_old"), F.col("_cur"), F.col("operation")
     op = F.when(op_raw == "INS", F.lit(model.INSERT)).when(op_raw == "UPD", F.lit(model.UPDATE)).when(
         op_raw == "DEL", F.lit(model.DELETE))
@@ -300,7 +300,14 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     key_typed = [typed_value(r, s) for r, s in zip(key_raw, key_specs)]
     # Materialize the typed images once: later expressions read fields of these columns instead
     # of repeating the whole typing expression per column (that made planning take ~20 s).
-    ev = ev.withColumns({"_after": after_s, "_after_err": after_e, "_before": before_s, "_before_err": before_e, "_key": F.struct(*[t.alias(k) for t, k in zip(key_typed, keys)]), "_key_err": F.array(*[value_error(r, t, s) for r, t, s in zip(key_raw, key_typed, key_specs)]), "_key_missing": F.array(*[F.when(r.isNull(), F.lit(f"pkkey: no value for key column {k}")) for r, k in zip(key_raw, keys)])})
+    ev = ev.select(
+        "*",
+        after_s.alias("_after"), after_e.alias("_after_err"),
+        before_s.alias("_before"), before_e.alias("_before_err"),
+        F.struct(*[t.alias(k) for t, k in zip(key_typed, keys)]).alias("_key"),
+        F.array(*[value_error(r, t, s) for r, t, s in zip(key_raw, key_typed, key_specs)]).alias("_key_err"),
+        F.array(*[F.when(r.isNull(), F.lit(f"pkkey: no value for key column {k}")) for r, k in zip(key_raw, keys)]).alias("_key_missing"),
+    )
     after, before = F.col("_after"), F.col("_before")
     after_err, before_err = F.col("_after_err"), F.col("_before_err")
     none = F.array().cast("array<string>")
@@ -329,7 +336,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         value_reasons,
     )
     problems = F.filter(problems, lambda p: p.isNotNull())
-    ev = ev.withColumns({"_problems": problems})
+    ev = ev.select("*", problems.alias("_problems"))
     schema_ok = F.size("_data_violations") == 0
     good = frames.where(ev, schema_ok & (F.size("_problems") == 0), "_good")
 

@@ -188,10 +188,10 @@ def _parsed(bronze: DataFrame) -> DataFrame:
     ``_envelope_error``'s conditional branches each parsed the record again (Spark shares
     subexpressions only where they are always evaluated): the parse ran ~6 times per record."""
     env = F.from_json(F.col("value"), "payload string, op string")
-    staged = bronze.withColumns({"_env": env})
+    staged = bronze.select("*", env.alias("_env"))
     payload_text = F.when(F.col("_env.payload").isNotNull(), F.col("_env.payload")).when(
         F.col("_env.op").isNotNull(), F.col("value"))
-    staged = staged.withColumns({"_payload": F.from_json(payload_text, _PAYLOAD_DDL)})
+    staged = staged.select("*", F.from_json(payload_text, _PAYLOAD_DDL).alias("_payload"))
     payload = F.col("_payload")
     not_object = ~F.trim(F.col("value")).startswith("{")
     error = (
@@ -204,7 +204,7 @@ def _parsed(bronze: DataFrame) -> DataFrame:
         .when(payload["source"].isNull(), F.lit("missing `payload.source`"))
         .when(payload["source"]["table"].isNull(), F.lit("missing `payload.source.table`"))
     )
-    return staged.withColumns({"_envelope_error": error})
+    return staged.select("*", error.alias("_envelope_error"))
 
 
 def _matches(table: TableConfig) -> Column:
@@ -303,7 +303,12 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
         src["event_serial_no"], F.to_json(p["before"]), F.to_json(p["after"]),
     )
     value_reasons, value_warnings = split_value_errors(F.col("_value_errors"), columns, keys, table.bad_values)
-    typed = parsed.withColumns({"_before": before, "_after": after, "_value_errors": F.concat(before_errors, after_errors)}).withColumns({"_key": key, "_key_nulls": key_nulls})
+    typed = parsed.select(
+        "*",
+        before.alias("_before"),
+        after.alias("_after"),
+        F.concat(before_errors, after_errors).alias("_value_errors"),
+    ).select("*", key.alias("_key"), key_nulls.alias("_key_nulls"))
     missing_image = F.when(
         p["op"].isin("c", "u", "r") & p["after"].isNull(), F.format_string("op '%s' without `after`", p["op"])
     ).when(is_delete & p["before"].isNull(), F.lit("op 'd' without `before`"))
@@ -319,7 +324,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
         ),
         lambda r: r.isNotNull(),
     )
-    typed = typed.withColumns({"_reasons": reasons})
+    typed = typed.select("*", reasons.alias("_reasons"))
     good = frames.where(typed, F.size("_reasons") == 0, "_good")
     bad = frames.where(typed, F.size("_reasons") > 0, "_bad")
 

@@ -119,7 +119,7 @@ def _parsed(bronze: DataFrame, source: SourceConfig) -> DataFrame:
             f"cannot tell the table of a flattened record: add table and schema to the SMT's add.fields ({p}table, "
             f"{p}schema), or land each topic in a folder named after it (<prefix>.<db>.<schema>.<table>)"))
     )
-    return bronze.withColumns({"_payload": payload, "_envelope_error": error})
+    return bronze.select("*", payload.alias("_payload"), error.alias("_envelope_error"))
 
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:

@@ -203,7 +203,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
             problem,
         ),
     )
-    bad = parsed.withColumns({"_md_problem": md_problem}).where(~F.col("_valid") | F.col("_md_problem").isNotNull())
+    bad = parsed.select("*", md_problem.alias("_md_problem")).where(~F.col("_valid") | F.col("_md_problem").isNotNull())
     bad = bad.select(
         *model.quarantine_row(
             source_name=source.name, source_format=NAME,
@@ -279,7 +279,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
 
     ranked = F.transform("_versions", lambda v: F.struct(rank(v).alias("r"), (-v["version"]).alias("nv"), v.alias("m")))
     best = F.array_min(F.filter(ranked, lambda x: x["r"] < 9))
-    dt = dt.withColumns({"_msg_names": msg_names, "_meta": best["m"]})
+    dt = dt.select("*", msg_names.alias("_msg_names"), best["m"].alias("_meta"))
 
     after, after_errors = typed_struct(raw_after, columns)
     before, before_errors = typed_struct(raw_before, columns)
@@ -295,7 +295,10 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         has_col_mask, mask_names(F.col("_column_mask"))
     ).otherwise(provided_columns(raw_after, columns) if columns else empty)
     changed = F.when(has_change_mask, mask_names(F.col("_change_mask")))
-    dt = dt.withColumns({"_after0": after, "_before": before, "_provided": provided, "_changed": changed, "_value_errors": F.concat(after_errors, before_errors)})
+    dt = dt.select(
+        "*", after.alias("_after0"), before.alias("_before"), provided.alias("_provided"), changed.alias("_changed"),
+        F.concat(after_errors, before_errors).alias("_value_errors"),
+    )
 
     # An UPDATE whose columnMask leaves a key column out keeps that key value from beforeData.
     is_update = F.col("_op") == "UPDATE"
@@ -313,10 +316,10 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         F.array_union(F.col("_provided"), F.array(*[F.lit(k) for k in keys]) if keys else empty),
     ).otherwise(F.col("_provided"))
     image = F.when(F.col("_op") == "DELETE", F.col("_before")).otherwise(F.col("_after"))
-    dt = dt.withColumns({"_after": after_s, "_provided_k": provided_s})
+    dt = dt.select("*", after_s.alias("_after"), provided_s.alias("_provided_k"))
     key = F.struct(*[image[k].alias(k) for k in keys]) if keys else F.struct()
     key_nulls = F.filter(F.array(*[F.when(image[k].isNull(), F.lit(k)) for k in keys]), lambda x: x.isNotNull()) if keys else empty
-    dt = dt.withColumns({"_key": key, "_key_nulls": key_nulls})
+    dt = dt.select("*", key.alias("_key"), key_nulls.alias("_key_nulls"))
 
     unknown = F.array_except(F.col("_msg_names"), F.flatten(F.transform("_versions", lambda v: v["names"])))
     qualified = f"{table.schema}.{table.table}"
@@ -355,7 +358,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         ),
         lambda r: r.isNotNull(),
     )
-    dt = dt.withColumns({"_reasons": reasons})
+    dt = dt.select("*", reasons.alias("_reasons"))
     good, bad = frames.where(dt, F.size("_reasons") == 0, "_good"), frames.where(dt, F.size("_reasons") > 0, "_bad")
 
     op = F.element_at(F.create_map(*[x for k, v in OPERATIONS.items() for x in (F.lit(k), F.lit(v))]), F.col("_op"))
