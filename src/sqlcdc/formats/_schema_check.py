@@ -13,9 +13,9 @@ schema can never silently validate less on the hot path than ``jsonschema`` does
 
 Example::
 
-    df = df.withColumn("_violations", violations(load("ces-cloudevent.schema.json"), "try_parse_json(value)"))
-    bad = df.where(F.size("_violations") > 0).withColumn(
-        "reason", explain_udf("ces-cloudevent.schema.json")(F.col("value")))
+    df = df.select("*", violations(load("ces-cloudevent.schema.json"), "try_parse_json(value)").alias("_violations"))
+    bad = df.where(F.size("_violations") > 0).select(
+        "*", explain_udf("ces-cloudevent.schema.json")(F.col("value")).alias("reason"))
 
 A violation is named ``<path>: <keyword>``, e.g. ``$.operation: enum``,
 ``$.eventsource.cols[*].type: type``; an unparseable document gives ``$: not JSON``.
