@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sqlcdc.config import SourceConfig, TableConfig
-from sqlcdc.formats._qlik_messages import _get, _parsed
+from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.values import in_sql_server_range
 
 __all__ = ["SEQUENCE_WIDTH"]
@@ -31,7 +31,7 @@ def _option(table: TableConfig | None, source: SourceConfig, name: str, default:
 
 def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
     """Valid data messages + the header fields + identity (``_schema``, ``_table``) where known."""
-    dt = parsed.where(F.col("_valid") & (F.col("_kind") == "DT"))
+    dt = parsed.where(valid() & (F.col("_kind") == "DT"))
     inner, h = F.col("_inner"), _get(F.col("_inner"), "headers")
     dt = dt.select(
         "*",
@@ -120,7 +120,7 @@ def transaction_marks(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     in its transaction, from 1) and ``transactionLastEvent``. Full-load (``REFRESH``) messages,
     messages without a transaction id and messages whose counter or last-event flag is missing (or
     unreadable) give no mark: where Replicate does not say where a transaction ends, nothing waits."""
-    dt = _parsed(bronze, ("DT",)).where(F.col("_valid") & (F.col("_kind") == "DT"))
+    dt = _parsed(bronze, ("DT",)).where(valid() & (F.col("_kind") == "DT"))
     h = _get(F.col("_inner"), "headers")
     marks = dt.select(
         _get(h, "transactionId", as_type="string").alias("transaction_id"),

@@ -19,7 +19,7 @@ from pyspark.sql.types import StringType
 
 from sqlcdc.formats import _schema_check as sc
 
-__all__ = ["DATA_SCHEMA", "METADATA_SCHEMA", "explain", "is_valid"]
+__all__ = ["DATA_SCHEMA", "METADATA_SCHEMA", "explain", "is_valid", "valid"]
 
 DATA_SCHEMA = "qlik-data-message.schema.json"
 METADATA_SCHEMA = "qlik-metadata-message.schema.json"
@@ -105,16 +105,23 @@ def _staged_rules(kinds: tuple[str, ...] = ("DT", "MD")) -> str:
 
 
 def _parsed(bronze: DataFrame, kinds: tuple[str, ...] = ("DT", "MD")) -> DataFrame:
-    """Bronze + ``_doc`` (VARIANT), ``_wrapped``, ``_kind`` (DT/MD), ``_inner`` (the message),
-    ``_rules`` (broken schema rules) and ``_valid`` (only records of ``kinds`` can be valid).
+    """Bronze + ``_doc`` (VARIANT), ``_wrapped``, ``_kind`` (DT/MD), ``_inner`` (the message) and
+    ``_rules`` (broken schema rules; :func:`valid` tells a valid record, and only records of
+    ``kinds`` can be valid).
 
     Only ``select`` here: Spark Connect plans ``drop`` by resolving its input, which inside an
-    SDP query function fails while the bronze table does not exist yet."""
+    SDP query function fails while the bronze table does not exist yet. No more selects than the
+    parse needs: each stacked ``select("*", ...)`` costs analyzer passes under Spark Connect, and a
+    Qlik silver plan has few to spare (``tests/test_connect_resolution.py``)."""
     df = bronze.select("*", F.expr(sc.ONE_DOCUMENT).alias("_doc"))  # two documents on a line: not JSON
     wrapped, kind, msg = _shape("_doc")
     df = df.select("*", F.expr(wrapped).alias("_wrapped"), F.expr(kind).alias("_kind"), F.expr(msg).alias("_inner"))
-    df = df.select("*", F.expr(_staged_rules(tuple(kinds))).alias("_rules"))
-    return df.select("*", F.coalesce(F.size("_rules") == 0, F.lit(False)).alias("_valid"))
+    return df.select("*", F.expr(_staged_rules(tuple(kinds))).alias("_rules"))
+
+
+def valid() -> Column:
+    """True for a record of :func:`_parsed` that breaks no schema rule."""
+    return F.coalesce(F.size("_rules") == 0, F.lit(False))
 
 
 @lru_cache(maxsize=None)

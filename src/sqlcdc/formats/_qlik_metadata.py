@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlcdc.config import SourceConfig, TableConfig, resolve_path
-from sqlcdc.formats._qlik_messages import _get, _parsed
+from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.formats.base import BRONZE_SCHEMA, read_text_lines
 from sqlcdc.names import DELTA_BAD_NAME_RE
 
@@ -72,6 +72,9 @@ def _metadata_fields(inner: Column) -> list[Column]:
     ]
 
 
+_MD_FIELDS = ("_md_schema", "_md_table", "_md_version", "_md_server", "_md_task", "_md_timestamp", "_md_schema_id", "_md_cols")
+
+
 def _metadata_problem(cols: Column) -> Column:
     """Why a metadata message's columns are unusable (NULL when usable)."""
     bad = F.filter(cols, lambda c: c["ordinal"].isNull() | (c["ordinal"] < 1) | c["type"].isNull() | (c["type"] == ""))
@@ -88,10 +91,12 @@ def _metadata_problem(cols: Column) -> Column:
 
 
 def _metadata_rows(parsed: DataFrame) -> DataFrame:
-    """Every valid metadata message: ``_md_*`` columns + ``_md_problem`` (NULL = usable)."""
-    md = parsed.where(F.col("_valid") & (F.col("_kind") == "MD"))
-    md = md.select("*", *_metadata_fields(F.col("_inner")))
-    return md.select("*", _metadata_problem(F.col("_md_cols")).alias("_md_problem"))
+    """Every valid metadata message: ``ingest_time``, ``record_id``, the ``_md_*`` columns and
+    ``_md_problem`` (NULL = usable). Explicit column lists, not ``select("*", ...)``: under Spark
+    Connect each star costs analyzer passes, and a Qlik plan has few to spare."""
+    md = parsed.where(valid() & (F.col("_kind") == "MD"))
+    md = md.select("ingest_time", "record_id", *_metadata_fields(F.col("_inner")))
+    return md.select("ingest_time", "record_id", *_MD_FIELDS, _metadata_problem(F.col("_md_cols")).alias("_md_problem"))
 
 
 def _metadata_parsed(bronze: DataFrame) -> DataFrame:
@@ -158,23 +163,25 @@ def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: s
     NUMERIC/DECIMAL Spark cannot hold (precision above 38, or scale above precision), or drops a
     column that an older usable version has (of ``relevant`` when given: the table's columns).
 
-    Built in several selects, each a shallow expression: Spark Connect sends a plan as nested
-    protobuf messages and refuses one nested deeper than 100 (one expression doing all of it did).
+    Built in a select, an aggregate and a select, each a shallow expression: Spark Connect sends a
+    plan as nested protobuf messages and refuses one nested deeper than 100 (one expression doing
+    all of it did), and resolves it within 100 analyzer passes, each stacked select and lambda level
+    costing some (``tests/test_connect_resolution.py``). Each version also has ``_names`` (its
+    column names in ordinal order) and ``names`` (sorted).
     """
-    names_of = lambda v: F.transform(v["cols"], lambda c: c["name"])  # noqa: E731
-    staged = tv.select(*fields, F.transform("cols", lambda c: c["name"]).alias("_names"))
-    staged = staged.select(
-        "*",
-        F.transform("_names", lambda n: F.lower(n)).alias("_lowered"),
-        F.filter("_names", lambda n: n.rlike(DELTA_BAD_NAME_RE)).alias("_bad_names"),
+    staged = tv.select(
+        *fields,
+        F.transform("cols", lambda c: c["name"]).alias("_names"),
+        F.array_sort(F.transform("cols", lambda c: c["name"])).alias("names"),
+        F.transform("cols", lambda c: F.lower(c["name"])).alias("_lowered"),
+        F.filter(F.transform("cols", lambda c: c["name"]), lambda n: n.rlike(DELTA_BAD_NAME_RE)).alias("_bad_names"),
         F.filter(F.transform("cols", _numeric_problem), lambda x: x.isNotNull()).alias("_bad_types"),
     )
-    staged = staged.select(
-        "*", F.filter(F.array_distinct("_lowered"), lambda n: F.size(F.filter("_lowered", lambda m: m == n)) > 1).alias("_collide"))
+    lowered = F.col("_lowered")
     problems = F.array(
-        F.when(F.size("_collide") > 0, F.format_string(
+        F.when(F.size(F.array_distinct(lowered)) < F.size(lowered), F.format_string(
             "column names equal but for case (%s): Delta cannot hold both",
-            F.array_join(F.filter("_names", lambda n: F.array_contains(F.col("_collide"), F.lower(n))), ", "))),
+            F.array_join(F.filter("_names", lambda n: F.size(F.filter(lowered, lambda m: m == F.lower(n))) > 1), ", "))),
         F.when(F.size("_bad_names") > 0, F.format_string(
             "column name(s) %s hold a character Delta cannot store in a column name (one of space , ; { } ( ) "
             "newline tab = backtick); rename the column at the source",
@@ -182,12 +189,11 @@ def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: s
         F.when(F.size("_bad_types") > 0, F.array_join("_bad_types", "; ")),
     )
     problem = F.nullif(F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; "), F.lit(""))
-    catalog = staged.select(F.struct(*fields, problem.alias("problem")).alias("v")).agg(
-        F.collect_list("v").alias("_staged"))
+    catalog = staged.agg(F.collect_list(F.struct(*fields, F.col("_names"), F.col("names"), problem.alias("problem"))).alias("_staged"))
 
     def with_drop(v: Column) -> Column:
         older = F.filter("_staged", lambda o: (o["version"] < v["version"]) & o["problem"].isNull())
-        dropped = F.array_except(F.array_distinct(F.flatten(F.transform(older, names_of))), names_of(v))
+        dropped = F.array_except(F.array_distinct(F.flatten(F.transform(older, lambda o: o["_names"]))), v["_names"])
         if relevant is not None:
             dropped = F.filter(dropped, lambda n: n.isin(*relevant) if relevant else F.lit(False))
         drop = F.when(F.size(dropped) > 0, F.format_string(

@@ -132,7 +132,7 @@ from sqlcdc.formats._masks import BYTE_ORDERS, mask_has
 from sqlcdc.formats._qlik_data import (
     _data_rows, _matches, _option, _padded_sequence, _sequence_problem, _utc, transaction_marks,
 )
-from sqlcdc.formats._qlik_messages import _explain_udf, _get, _inline, _parsed
+from sqlcdc.formats._qlik_messages import _explain_udf, _get, _inline, _parsed, valid
 from sqlcdc.formats._qlik_metadata import (
     _metadata_cols, _metadata_parsed, _metadata_problem, _newest_keys, _table_versions, _usable, _versions_of,
     _versions_with_problems, _union_columns, metadata_landing, metadata_versions,
@@ -194,7 +194,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     parsed = _parsed(bronze)
     problem = _metadata_problem(_metadata_cols(F.col("_inner")))
     md_problem = F.when(
-        F.col("_valid") & (F.col("_kind") == "MD") & problem.isNotNull(),
+        valid() & (F.col("_kind") == "MD") & problem.isNotNull(),
         F.format_string(
             "metadata message for %s.%s version %s: %s",
             _get(F.col("_inner"), "lineage", "schema", as_type="string"),
@@ -203,13 +203,13 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
             problem,
         ),
     )
-    bad = parsed.select("*", md_problem.alias("_md_problem")).where(~F.col("_valid") | F.col("_md_problem").isNotNull())
+    bad = parsed.select("*", md_problem.alias("_md_problem")).where(~valid() | F.col("_md_problem").isNotNull())
     bad = bad.select(
         *model.quarantine_row(
             source_name=source.name, source_format=NAME,
             reason=F.coalesce(F.col("_md_problem"), _explain_udf()(F.col("value")),
                               F.array_join(F.col("_rules"), "; ")),
-            rules=F.when(F.col("_valid"), F.array(F.lit("metadata"))).otherwise(F.col("_rules")),
+            rules=F.when(valid(), F.array(F.lit("metadata"))).otherwise(F.col("_rules")),
         )
     )
     # 2. valid data messages no onboarded table takes
@@ -253,12 +253,8 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     dt = _data_rows(_parsed(bronze, ("DT",)), versions).where(_matches(table))
 
     # all versions of this table as one row (an empty array when none arrived): broadcast to every message
-    tv = _table_versions(versions, table).select(
-        "version", "schema_id", "server", "task", "cols",
-        F.array_sort(F.transform("cols", lambda c: c["name"])).alias("names"),
-    )
-    catalog = _versions_with_problems(
-        tv, ("version", "schema_id", "server", "task", "cols", "names"), f"{table.schema}.{table.table}", names)
+    catalog = _versions_with_problems(_table_versions(versions, table), ("version", "schema_id", "server", "task", "cols"),
+                                      f"{table.schema}.{table.table}", names)
     dt = dt.crossJoin(F.broadcast(catalog))
 
     op_raw = F.col("_op")
@@ -302,7 +298,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
 
     # An UPDATE whose columnMask leaves a key column out keeps that key value from beforeData.
     is_update = F.col("_op") == "UPDATE"
-    after_fields = []
+    after_fields, after_values = [], {}
     for c in names:
         value = F.col("_after0")[c]
         if c in keys:
@@ -310,16 +306,17 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
                 is_update & F.col("_provided").isNotNull() & ~F.array_contains(F.col("_provided"), c), F.col("_before")[c]
             ).otherwise(value)
         after_fields.append(value.alias(c))
+        after_values[c] = value
     after_s = F.struct(*after_fields) if after_fields else F.struct()
     provided_s = F.when(
         is_update & F.col("_provided").isNotNull(),
         F.array_union(F.col("_provided"), F.array(*[F.lit(k) for k in keys]) if keys else empty),
     ).otherwise(F.col("_provided"))
-    image = F.when(F.col("_op") == "DELETE", F.col("_before")).otherwise(F.col("_after"))
-    dt = dt.select("*", after_s.alias("_after"), provided_s.alias("_provided_k"))
-    key = F.struct(*[image[k].alias(k) for k in keys]) if keys else F.struct()
-    key_nulls = F.filter(F.array(*[F.when(image[k].isNull(), F.lit(k)) for k in keys]), lambda x: x.isNotNull()) if keys else empty
-    dt = dt.select("*", key.alias("_key"), key_nulls.alias("_key_nulls"))
+    # the key from the image's key fields, in the same select as the image (one select fewer)
+    key_of = {k: F.when(is_delete, F.col("_before")[k]).otherwise(after_values.get(k, F.col("_after0")[k])) for k in keys}
+    key = F.struct(*[key_of[k].alias(k) for k in keys]) if keys else F.struct()
+    key_nulls = F.filter(F.array(*[F.when(key_of[k].isNull(), F.lit(k)) for k in keys]), lambda x: x.isNotNull()) if keys else empty
+    dt = dt.select("*", after_s.alias("_after"), provided_s.alias("_provided_k"), key.alias("_key"), key_nulls.alias("_key_nulls"))
 
     unknown = F.array_except(F.col("_msg_names"), F.flatten(F.transform("_versions", lambda v: v["names"])))
     qualified = f"{table.schema}.{table.table}"
