@@ -43,7 +43,7 @@ def _digits(mask: Column) -> Column:
 def mask_has(mask: Column, ordinal: Column | int, byte_order: ByteOrder) -> Column:
     """True when the (1-based) ``ordinal``'s bit is set in the hex ``mask``; False when the mask
     is NULL, empty or too short to hold it."""
-    return _has(_digits(mask), ordinal, byte_order)
+    return frames.let(_digits(mask), lambda digits: _has(digits, ordinal, byte_order))
 
 
 def mask_names(mask: Column, ordinals: dict[str, int], byte_order: ByteOrder) -> Column:

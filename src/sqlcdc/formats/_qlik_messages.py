@@ -85,10 +85,11 @@ def _rules(doc: str, wrapped: str, kind: str, msg: str, kinds: tuple[str, ...] =
             continue
         wrapper, bare = _branches(schema_file)
         shallow = dict(wrapper, properties={n: v for n, v in wrapper["properties"].items() if n != "message"})
-        in_msg = sc.violations_sql(bare, msg)
-        nested = f"transform({in_msg}, _r -> concat('$.message', substring(_r, 2, 10000)))"
+        # the message's rules are compiled once and bound (as frames.let), whether read bare or wrapped
+        nested = "transform(_in_msg, _r -> concat('$.message', substring(_r, 2, 10000)))"
         as_wrapper = f"concat({sc.violations_sql(shallow, doc)}, CASE WHEN {msg} IS NOT NULL THEN {nested} ELSE {no_rules} END)"
-        per_kind[k] = f"CASE WHEN {wrapped} THEN {as_wrapper} ELSE {in_msg} END"
+        per_kind[k] = (f"transform(array({sc.violations_sql(bare, msg)}), _in_msg -> "
+                       f"CASE WHEN {wrapped} THEN {as_wrapper} ELSE _in_msg END)[0]")
     return (
         f"CASE WHEN {doc} IS NULL THEN array({sc._lit(sc.NOT_JSON)})"
         f" WHEN {wrapped} AND NOT coalesce({kind} IN ('DT', 'MD'), false) THEN array({sc._lit(_BAD_WRAPPER_TYPE)})"
