@@ -15,7 +15,7 @@ import re
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sqlcdc import lsn
+from sqlcdc import frames, lsn
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.values import commit_time
@@ -109,7 +109,7 @@ def _groups(env: DataFrame, source: SourceConfig) -> DataFrame:
     """One row per ``logicalid`` of split segments: reassembly state and, if complete, the event."""
     base = _segment_base(source)
     timeout = split_timeout_seconds(source)
-    seg = env.where((F.size("_violations") == 0) & ~F.col("single"))
+    seg = frames.where(env, (F.size("_violations") == 0) & ~F.col("single"), "_is_segment")
     item = F.struct(
         F.col("seg_index").alias("idx"),
         F.col("ingest_time"),
@@ -188,7 +188,7 @@ def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     attributes, ``data``, ``_data_violations`` and the parsed pieces of ``data``.
     """
     env = envelopes(bronze, source)
-    singles = env.where((F.size("_violations") == 0) & F.col("single")).select(
+    singles = frames.where(env, (F.size("_violations") == 0) & F.col("single"), "_is_single").select(
         *_BRONZE, *_ENV_ATTRS, "data"
     )
     groups = _groups(env, source)
@@ -243,7 +243,7 @@ def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
 def routed(bronze: DataFrame, source: SourceConfig, table: TableConfig) -> DataFrame:
     """The complete events of ``table`` (a split event as its final segment): what waits in
     quarantine while none of them tells the table's columns or keys (:meth:`Decoder.waiting`)."""
-    return events(bronze, source).where(_routes(table))
+    return frames.where(events(bronze, source), _routes(table), "_routed")
 
 
 def transaction_marks(bronze: DataFrame, source: SourceConfig) -> DataFrame:
@@ -253,7 +253,7 @@ def transaction_marks(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     ``transaction`` holds ``commitlsn``, ``beginlsn``, ``sequencenumber``, ``committime``), so
     ``last`` is NULL: a commit counts as complete once a later one has landed
     (``transactions.later_commit``). An event without a readable commit LSN gives no mark."""
-    ev = events(bronze, source).where(F.col("commit_lsn").isNotNull() & F.col("commit_lsn_problem").isNull())
+    ev = frames.where(events(bronze, source), F.col("commit_lsn").isNotNull() & F.col("commit_lsn_problem").isNull(), "_ordered")
     return ev.select(
         F.col("commit_lsn").alias("transaction_id"), F.col("seq_number").alias("position"),
         F.lit(None).cast("boolean").alias("last"), F.col("commit_lsn").alias("commit"),
@@ -303,7 +303,7 @@ def disposition(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     record: itself, or for the segments of a complete split event the group's final segment (the
     summary's balance uses it)."""
     env = envelopes(bronze, source)
-    plain = env.where((F.size("_violations") > 0) | F.col("single")).select(
+    plain = frames.where(env, (F.size("_violations") > 0) | F.col("single"), "_plain").select(
         "record_id", "logicalid",
         F.when(F.size("_violations") > 0, F.lit("invalid_envelope")).otherwise(F.lit("event")).alias("status"),
         F.col("record_id").alias("carried_by"),

@@ -86,8 +86,8 @@ def _shapes(bronze: DataFrame, table: TableConfig) -> list[Any]:
     """One row per distinct ``eventsource.cols`` of the table's schema-valid events: the first and
     last commit position it was seen at, its problem (:func:`cols_problem`) and the latest ``pkkey``
     names. One Spark job; few rows (a table has few shapes)."""
-    ev = events(bronze, table.source).where(
-        _routes(table) & (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull() & F.col("commit_lsn").isNotNull())
+    ev = frames.where(events(bronze, table.source), _routes(table) & (F.size("_data_violations") == 0)
+                      & F.col("src_cols").isNotNull() & F.col("commit_lsn").isNotNull(), "_shaped")
     pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).alias("seq"))
     return (
         ev.select("src_cols", pos.alias("pos"), F.transform("pkkey", lambda p: p["name"]).alias("pk_names"))

@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.values import in_sql_server_range
@@ -31,7 +32,7 @@ def _option(table: TableConfig | None, source: SourceConfig, name: str, default:
 
 def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
     """Valid data messages + the header fields + identity (``_schema``, ``_table``) where known."""
-    dt = parsed.where(valid() & (F.col("_kind") == "DT"))
+    dt = frames.where(parsed, valid() & (F.col("_kind") == "DT"), "_is_dt")
     inner, h = F.col("_inner"), _get(F.col("_inner"), "headers")
     dt = dt.select(
         "*",

@@ -16,6 +16,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig, resolve_path
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.formats.base import BRONZE_SCHEMA, read_text_lines
@@ -94,7 +95,7 @@ def _metadata_rows(parsed: DataFrame) -> DataFrame:
     """Every valid metadata message: ``ingest_time``, ``record_id``, the ``_md_*`` columns and
     ``_md_problem`` (NULL = usable). Explicit column lists, not ``select("*", ...)``: under Spark
     Connect each star costs analyzer passes, and a Qlik plan has few to spare."""
-    md = parsed.where(valid() & (F.col("_kind") == "MD"))
+    md = frames.where(parsed, valid() & (F.col("_kind") == "MD"), "_is_md")
     md = md.select("ingest_time", "record_id", *_metadata_fields(F.col("_inner")))
     return md.select("ingest_time", "record_id", *_MD_FIELDS, _metadata_problem(F.col("_md_cols")).alias("_md_problem"))
 

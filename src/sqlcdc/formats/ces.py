@@ -285,7 +285,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     by_name = {c.name: c for c in columns}
     key_specs = [by_name.get(k, ColumnSpec(k, "string", source_type=None)) for k in keys]
 
-    ev = events(bronze, source).where(_routes(table))
+    ev = frames.where(events(bronze, source), _routes(table), "_routed")
     old_map, cur_map = _image_map(F.col("old_text")), _image_map(F.col("current_text"))
     ev = ev.select("*", old_map.alias("_old"), cur_map.alias("_cur"))
     old, cur, op_raw = F.col("_old"), F.col("_cur"), F.col("operation")
@@ -407,7 +407,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     are not onboarded (or whose ``data`` names no table)."""
     tables = list(tables)
     env = envelopes(bronze, source)
-    invalid = env.where(F.size("_violations") > 0)
+    invalid = frames.where(env, F.size("_violations") > 0, "_invalid")
     env_msg = sc.explain_udf(ENVELOPE_SCHEMA)(F.col("value"))
     q_invalid = invalid.select(
         *model.quarantine_row(
@@ -447,7 +447,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     routed = F.lit(False)
     for t in tables:
         routed = routed | _routes(t)
-    stray = ev.where(~routed)
+    stray = frames.where(ev, ~routed, "_stray")
     schema_ok = F.size("_data_violations") == 0
     data_msg = sc.explain_udf(DATA_SCHEMA)(F.when(~schema_ok, F.col("data")))
     stray_reason = F.when(

@@ -250,7 +250,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     keys = list(table.keys) or _keys_from_columns(table, columns)
     names = [c.name for c in columns]
     versions = metadata_versions(_metadata_parsed(bronze))
-    dt = _data_rows(_parsed(bronze, ("DT",)), versions).where(_matches(table))
+    dt = frames.where(_data_rows(_parsed(bronze, ("DT",)), versions), _matches(table), "_mine")
 
     # all versions of this table as one row (an empty array when none arrived): broadcast to every message
     catalog = _versions_with_problems(_table_versions(versions, table), ("version", "schema_id", "server", "task", "cols"),
