@@ -9,8 +9,8 @@ Debezium silver row was parsed ~70 times (``benchmarks/bench_validation.py``, be
 :func:`where` keeps the rows by ``explode(when(condition, array(true)))``: a generator, not a
 Filter, so the optimizer has nothing to push down. (A Filter on a flag column is not enough: once the
 flag is pruned, Spark pushes the inlined condition down again.) Each call adds a Generate node and
-some analyzer iterations; a Qlik plan with a dozen of them exceeded Spark's 100 under
-``spark-pipelines``, so use it where a split reads parsed columns, not for every filter.
+about two analyzer passes under ``spark-pipelines`` (Spark Connect resolves a whole plan within 100;
+``tests/test_connect_resolution.py``), so use it where a filter reads parsed columns.
 
 A Column is a tree: a Python expression that uses a column twice writes its whole expression twice,
 and Spark neither shares it in the plan nor (inside conditional branches) at run time. :func:`let`
