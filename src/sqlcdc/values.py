@@ -211,8 +211,8 @@ def _decimal_from_base64(raw: Column, spark_type: str) -> Column:
             digit = F.when(negative, F.lit(255) - byte).otherwise(byte)
             return F.try_add(F.try_multiply(acc, F.lit(256)), digit).try_cast("decimal(38,0)")
 
-        n = F.length(h) / 2
-        magnitude = F.aggregate(F.sequence(F.lit(0), F.greatest(n.cast("int") - 1, F.lit(0))),
+        n = F.shiftright(F.length(h), 1)  # bytes (int): the hex holds two digits a byte
+        magnitude = F.aggregate(F.sequence(F.lit(0), F.greatest(n - 1, F.lit(0))),
                                 F.lit(0).cast("decimal(38,0)"), step)
         signed = frames.let(magnitude, lambda m: F.when(negative, F.try_subtract(F.lit(-1).cast("decimal(38,0)"), m)).otherwise(m))
         return F.when(n > 0, signed).cast("string")
