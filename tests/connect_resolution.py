@@ -41,6 +41,7 @@ def main() -> None:
     spark = ConnectSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
     from sqlcdc import expectations, formats, transport
     from sqlcdc.config import load_pipeline
+    from sqlcdc.pipeline import table_queries  # the flow queries pipeline.py declares, per table
 
     cfg = load_pipeline(config)
     for source in cfg.sources.values():
@@ -55,16 +56,7 @@ def main() -> None:
         queries = [(None, "unrouted", lambda: decoder.unrouted(bronze(), source, tables))]
         for table in tables:
             cols = list(decoder.columns_for(table, source, spark))  # discovery runs jobs: before the limit is set
-
-            def checked(table=table, cols=cols):
-                return expectations.check(decoder.decode(bronze(), table, cols).changes, table, cols)
-
-            queries += [
-                (table.name, "silver", lambda checked=checked, table=table: expectations.passed(checked(), table)),
-                (table.name, "quarantine", lambda table=table, cols=cols: decoder.decode(bronze(), table, cols).quarantine),
-                (table.name, "expectations", lambda checked=checked, table=table: expectations.quarantined(checked(), table)),
-                (table.name, "dropped", lambda checked=checked, table=table: expectations.dropped(checked(), table)),
-            ]
+            queries += [(table.name, flow, query) for flow, query in table_queries(decoder, table, cols, bronze).items()]
         spark.conf.set("spark.sql.analyzer.maxIterations", limit)
         for table_name, flow, query in queries:
             try:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
+from typing import Callable
 
 from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
@@ -195,11 +196,29 @@ def _checked(decoder, table: TableConfig, cols, bronze) -> DataFrame:
     return expectations.check(decoder.decode(bronze(), table, cols).changes, table, cols)
 
 
+#: The flow queries each decoded table has (:func:`table_queries`), in the order they are declared.
+TABLE_FLOWS = ("silver", "quarantine", "expectations", "dropped")
+
+
+def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec],
+                  bronze: Callable[[], DataFrame]) -> dict[str, Callable[[], DataFrame]]:
+    """A table's flow queries by :data:`TABLE_FLOWS` name, each a function of no arguments as SDP
+    calls it: ``silver`` (changes that pass the table's expectations), ``quarantine`` (records that
+    did not decode), ``expectations`` (changes a quarantine rule failed), ``dropped`` (changes an
+    ``expect_or_drop`` rule removed). ``bronze`` gives the source's records the decoder reads.
+    ``tests/connect_resolution.py`` resolves the same functions on Spark Connect."""
+    return {
+        "silver": lambda: expectations.passed(_checked(decoder, table, cols, bronze), table),
+        "quarantine": lambda: decoder.decode(bronze(), table, cols).quarantine,
+        "expectations": lambda: expectations.quarantined(_checked(decoder, table, cols, bronze), table),
+        "dropped": lambda: expectations.dropped(_checked(decoder, table, cols, bronze), table),
+    }
+
+
 def _streaming_table_flows(decoder, source: SourceConfig, table: TableConfig, bronze) -> None:
     cols = list(columns(table))
-
-    def silver() -> DataFrame:
-        return expectations.passed(_checked(decoder, table, cols, bronze), table)
+    queries = table_queries(decoder, table, cols, bronze)
+    silver = queries["silver"]
 
     if runtime.is_databricks():  # pragma: no cover - native expectations for the event log / UI
         silver = _databricks_checked_view(decoder, table, cols, bronze, silver)
@@ -210,17 +229,9 @@ def _streaming_table_flows(decoder, source: SourceConfig, table: TableConfig, br
         table_properties=table.table_properties or None,
     )(silver)
 
-    @dp.append_flow(target=source.quarantine_table, name=f"quarantine_{table.name}")
-    def quarantine() -> DataFrame:
-        return decoder.decode(bronze(), table, cols).quarantine
-
-    @dp.append_flow(target=source.quarantine_table, name=f"expectations_{table.name}")
-    def quarantine_expectations() -> DataFrame:
-        return expectations.quarantined(_checked(decoder, table, cols, bronze), table)
-
-    @dp.append_flow(target=dq_metrics.dropped_table(source), name=f"dropped_{table.name}")
-    def dropped() -> DataFrame:
-        return expectations.dropped(_checked(decoder, table, cols, bronze), table)
+    dp.append_flow(target=source.quarantine_table, name=f"quarantine_{table.name}")(queries["quarantine"])
+    dp.append_flow(target=source.quarantine_table, name=f"expectations_{table.name}")(queries["expectations"])
+    dp.append_flow(target=dq_metrics.dropped_table(source), name=f"dropped_{table.name}")(queries["dropped"])
 
 
 def _databricks_checked_view(decoder, table: TableConfig, cols, bronze, silver):  # pragma: no cover
@@ -279,9 +290,9 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
         for table, why in waits:
             out = out.union(decoder.waiting(bronze(), source, table, why))
         for table in decoded:
-            cols = list(columns(table))
-            out = out.union(decoder.decode(bronze(), table, cols).quarantine)  # same columns (model.quarantine_row)
-            out = out.union(expectations.quarantined(_checked(decoder, table, cols, bronze), table))
+            queries = table_queries(decoder, table, list(columns(table)), bronze)
+            out = out.union(queries["quarantine"]())  # same columns (model.quarantine_row)
+            out = out.union(queries["expectations"]())
         return out
 
     if decoded:
@@ -293,16 +304,14 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
         def dropped() -> DataFrame:
             out = None
             for table in decoded:
-                part = expectations.dropped(_checked(decoder, table, list(columns(table)), bronze), table)
+                part = table_queries(decoder, table, list(columns(table)), bronze)["dropped"]()
                 out = part if out is None else out.union(part)
             return out
 
 
 def _batch_table(decoder, table: TableConfig, bronze) -> None:
     cols = list(columns(table))
-
-    def silver() -> DataFrame:
-        return expectations.passed(_checked(decoder, table, cols, bronze), table)
+    silver = table_queries(decoder, table, cols, bronze)["silver"]
 
     if runtime.is_databricks():  # pragma: no cover
         silver = _databricks_checked_view(decoder, table, cols, bronze, silver)
