@@ -196,13 +196,9 @@ def _checked(decoder, table: TableConfig, cols, bronze) -> DataFrame:
     return expectations.check(decoder.decode(bronze(), table, cols).changes, table, cols)
 
 
-#: The flow queries each decoded table has (:func:`table_queries`), in the order they are declared.
-TABLE_FLOWS = ("silver", "quarantine", "expectations", "dropped")
-
-
 def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec],
                   bronze: Callable[[], DataFrame]) -> dict[str, Callable[[], DataFrame]]:
-    """A table's flow queries by :data:`TABLE_FLOWS` name, each a function of no arguments as SDP
+    """A table's flow queries by name (silver, quarantine, expectations, dropped), each a function of no arguments as SDP
     calls it: ``silver`` (changes that pass the table's expectations), ``quarantine`` (records that
     did not decode), ``expectations`` (changes a quarantine rule failed), ``dropped`` (changes an
     ``expect_or_drop`` rule removed). ``bronze`` gives the source's records the decoder reads.

@@ -298,16 +298,15 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
 
     # An UPDATE whose columnMask leaves a key column out keeps that key value from beforeData.
     is_update = F.col("_op") == "UPDATE"
-    after_fields, after_values = [], {}
+    after_values = {}
     for c in names:
         value = F.col("_after0")[c]
         if c in keys:
             value = F.when(
                 is_update & F.col("_provided").isNotNull() & ~F.array_contains(F.col("_provided"), c), F.col("_before")[c]
             ).otherwise(value)
-        after_fields.append(value.alias(c))
         after_values[c] = value
-    after_s = F.struct(*after_fields) if after_fields else F.struct()
+    after_s = F.struct(*[v.alias(c) for c, v in after_values.items()])
     provided_s = F.when(
         is_update & F.col("_provided").isNotNull(),
         F.array_union(F.col("_provided"), F.array(*[F.lit(k) for k in keys]) if keys else empty),
