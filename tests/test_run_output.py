@@ -134,3 +134,62 @@ def test_a_failed_run_shows_each_config_problem_not_just_the_count(tmp_path, cap
             "    - tables/customers.yml:1: columns: add `columns:` to the table config\n"
             "    - tables/orders.yml:3: keys: required\n") in err
     assert "org.apache.spark.Something" not in err
+
+
+def test_each_run_gets_spark_connect_on_a_port_of_its_own(tmp_path, monkeypatch):
+    """pyspark 4.2's local mode connects to the fixed port 15002, so two local runs collided there.
+    `sqlcdc run` picks a free port, writes it into the run's Spark settings (bound to 127.0.0.1)
+    and the launcher points pyspark's client at it."""
+    import runpy
+
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+
+    from sqlcdc.cli import run as run_cmd
+    from sqlcdc.cli import sdp_launcher
+    from sqlcdc.config import load_pipeline
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: debezium\n    landing: in\n")
+    port = run_cmd._free_port()
+    assert port != 15002 and 1024 < port < 65536
+    spec, env = run_cmd.prepare(load_pipeline(tmp_path / "pipeline.yml"), tmp_path / "wh", connect_port=port)
+    conf = (tmp_path / "wh" / "_sqlcdc" / "conf-pipeline" / "spark-defaults.conf").read_text().splitlines()
+    assert f"spark.connect.grpc.binding.port {port}" in conf
+    assert "spark.connect.grpc.binding.address 127.0.0.1" in conf
+    assert env[sdp_launcher.PORT_ENV] == str(port) and env["SPARK_CONF_DIR"].endswith("conf-pipeline")
+    # sqlcdc's own sessions (gold, the dashboard) start no Connect server: no port in their settings
+    assert "spark.connect" not in (tmp_path / "wh" / "_sqlcdc" / "conf" / "spark-defaults.conf").read_text()
+    spark_class, main_class, launcher = run_cmd._sdp_command()
+    assert main_class == "org.apache.spark.deploy.SparkPipelines"
+    assert (spark_class.endswith("/bin/spark-class") and launcher == sdp_launcher.__file__
+            and all(__import__("os").path.isfile(p) for p in (spark_class, launcher)))
+
+    ran = []
+    monkeypatch.setattr(DefaultChannelBuilder, "default_port", DefaultChannelBuilder.default_port)
+    monkeypatch.setattr(runpy, "run_module", lambda name, **kw: ran.append((name, DefaultChannelBuilder.default_port())))
+    monkeypatch.setenv(sdp_launcher.PORT_ENV, str(port))
+    sdp_launcher.main()
+    assert ran == [("pyspark.pipelines.cli", port)]  # pyspark's own CLI, its client on the run's port
+
+
+def test_runs_on_one_warehouse_queue_runs_on_two_do_not(tmp_path):
+    """Two runs on one warehouse would write the same tables and checkpoints: the second waits on
+    the warehouse's lock (and says so). Another warehouse's lock is free meanwhile."""
+    import subprocess
+
+    from sqlcdc.cli.run import _warehouse_lock
+
+    probe = ("import fcntl, sys\n"
+             "fh = open(sys.argv[1], 'a')\n"
+             "try:\n    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\n"
+             "except BlockingIOError:\n    print('held')\n")
+
+    def state(wh):
+        path = wh / "_sqlcdc" / "run.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True).stdout.strip()
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    with _warehouse_lock(one, quiet=True):
+        assert (state(one), state(two)) == ("held", "free")
+    assert state(one) == "free"  # released when the run ends
