@@ -27,8 +27,8 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    # A Connect server on a free port of its own, as each `sqlcdc run` has (sqlcdc.cli.sdp_launcher):
-    # the suite's pipeline runs may be running beside this.
+    # A Connect server on a free port of its own: 15002 (the default) is `sqlcdc run`'s, and the
+    # suite's pipeline runs may hold it while this runs.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
