@@ -158,9 +158,6 @@ def test_the_installed_wheel_runs_a_project_from_any_folder(project, tmp_path):
     libs = [(project / "warehouse" / "_sqlcdc" / lib["glob"]["include"]).resolve() for lib in spec["libraries"]]
     assert libs == [target / "sqlcdc" / "pipelines" / f"{layer}.py" for layer in ("bronze", "silver", "gold")]
     assert "source erp: landed 16 = silver 12 + quarantine 2 + skipped 2 (ok)" in done.stdout
-    # a clean run logs no error, also none after it completed (the Connect session's shutdown)
-    log = (project / "warehouse" / "_sqlcdc" / "last-run.log").read_text()
-    assert "Run is COMPLETED." in log and [ln for ln in log.splitlines() if " ERROR " in ln] == []
     assert "gold_customers_scd1         4" in done.stdout and "gold_customers_scd2         9" in done.stdout
     assert list(cwd.iterdir()) == []  # nothing written where it was started
 

@@ -140,6 +140,8 @@ def test_each_run_gets_spark_connect_on_a_port_of_its_own(tmp_path, monkeypatch)
     """pyspark 4.2's local mode connects to the fixed port 15002, so two local runs collided there.
     `sqlcdc run` picks a free port, writes it into the run's Spark settings (bound to 127.0.0.1)
     and the launcher points pyspark's client at it."""
+    import runpy
+
     from pyspark.sql.connect.client.core import DefaultChannelBuilder
 
     from sqlcdc.cli import run as run_cmd
@@ -162,14 +164,12 @@ def test_each_run_gets_spark_connect_on_a_port_of_its_own(tmp_path, monkeypatch)
     assert (spark_class.endswith("/bin/spark-class") and launcher == sdp_launcher.__file__
             and all(__import__("os").path.isfile(p) for p in (spark_class, launcher)))
 
-    from pyspark.pipelines import cli
-
     ran = []
     monkeypatch.setattr(DefaultChannelBuilder, "default_port", DefaultChannelBuilder.default_port)
-    monkeypatch.setattr(cli, "main", lambda: ran.append(DefaultChannelBuilder.default_port()))
+    monkeypatch.setattr(runpy, "run_module", lambda name, **kw: ran.append((name, DefaultChannelBuilder.default_port())))
     monkeypatch.setenv(sdp_launcher.PORT_ENV, str(port))
     sdp_launcher.main()
-    assert ran == [port]  # pyspark's own CLI, its client on the run's port
+    assert ran == [("pyspark.pipelines.cli", port)]  # pyspark's own CLI, its client on the run's port
 
 
 def test_runs_on_one_warehouse_queue_runs_on_two_do_not(tmp_path):

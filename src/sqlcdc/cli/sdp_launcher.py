@@ -11,7 +11,7 @@ client at it and then runs pyspark's CLI unchanged.
 from __future__ import annotations
 
 import os
-import sys
+import runpy
 
 PORT_ENV = "SQLCDC_CONNECT_PORT"
 
@@ -22,14 +22,8 @@ def main() -> None:
         from pyspark.sql.connect.client.core import DefaultChannelBuilder
 
         DefaultChannelBuilder.default_port = staticmethod(lambda: int(port))  # type: ignore[method-assign]
-    from pyspark.pipelines import cli
-
-    cli.main()
+    runpy.run_module("pyspark.pipelines.cli", run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":
-    # Run as a script, this file's folder leads sys.path; its neighbours (run.py, setup.py ...)
-    # must not shadow top-level modules of the libraries the pipeline imports.
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     main()
