@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import re
 import shutil
 import subprocess
@@ -51,19 +50,13 @@ GROUPS = {
 }
 
 
-def server_pid(run: subprocess.Popen, warehouse: Path, timeout: float = 120) -> int | None:
-    """The pid of the JVM hosting Spark Connect for this run: the java process whose command line
-    names this warehouse's generated spec (other local runs have their own)."""
-    spec = str(warehouse.resolve() / "_sqlcdc" / "spark-pipeline.yml")
+def server_pid(run: subprocess.Popen, timeout: float = 120) -> int | None:
+    """The pid of the JVM hosting Spark Connect for this run (``SparkSubmit`` with the Connect plugin)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end and run.poll() is None:
-        for pid in subprocess.run(["pgrep", "-f", spec], capture_output=True, text=True).stdout.split():
-            try:
-                exe = os.readlink(f"/proc/{pid}/exe")
-            except OSError:
-                continue
-            if os.path.basename(exe) == "java":
-                return int(pid)
+        out = subprocess.run(["pgrep", "-f", "SparkConnectPlugin"], capture_output=True, text=True).stdout.split()
+        if out:
+            return int(out[0])
         time.sleep(0.2)
     return None
 
@@ -75,10 +68,10 @@ def record(config: str, warehouse: Path, jfr_file: Path) -> str:
     with out.open("w") as sink:
         run = subprocess.Popen([SQLCDC, "run", "--config", config, "--warehouse", str(warehouse), "--no-summary"],
                                stdout=sink, stderr=subprocess.STDOUT, text=True)
-        pid = server_pid(run, warehouse)
+        pid = server_pid(run)
         if pid is None:
             run.kill()
-            raise SystemExit(f"profile_run: no Spark Connect server appeared for this run (see {out})")
+            raise SystemExit("profile_run: no Spark Connect server appeared (is another local run holding port 15002?)")
         subprocess.run(["jcmd", str(pid), "JFR.start", "name=sqlcdc", "settings=profile"], capture_output=True,
                        check=True)
         while run.poll() is None:  # the server ends with the run: keep the latest dump

@@ -17,11 +17,11 @@ landing folders.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import re
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -30,7 +30,6 @@ import yaml
 
 from sqlcdc import gold, reshape, run_log, runtime
 from sqlcdc.assets import PIPELINE_LAYERS, PIPELINES_DIR
-from sqlcdc.cli import sdp_launcher
 from sqlcdc.cli.progress import PROGRESS_LINE, RunProgress
 from sqlcdc.config import ConfigError, PipelineConfig, load_pipeline
 from sqlcdc.formats.base import STATE_DIR_ENV
@@ -60,11 +59,6 @@ def main(args) -> int:
     except runtime.JarFetchError as e:
         print(f"sqlcdc run: {e}; run `sqlcdc setup` once the network allows", file=sys.stderr)
         return 2
-    with _warehouse_lock(warehouse, args.quiet):  # the pipeline, gold and the summary: one run at a time
-        return _locked_run(args, cfg, warehouse)
-
-
-def _locked_run(args, cfg: PipelineConfig, warehouse: Path) -> int:
     started = time.monotonic()
     run_at = run_log.start(warehouse)  # dq_metrics counts every source's records of this run as one run
     code = run_pipeline(cfg, warehouse, full_refresh=args.full_refresh, quiet=args.quiet)
@@ -111,19 +105,14 @@ def _session(warehouse: Path):
     return spark
 
 
-def prepare(cfg: PipelineConfig, warehouse: Path, connect_port: int | None = None) -> tuple[Path, dict[str, str]]:
-    """Write the spec and Spark settings for a run into ``warehouse/_sqlcdc``; return (spec, env).
-    ``connect_port``: the port of the run's Spark Connect server (:mod:`sqlcdc.cli.sdp_launcher`)."""
+def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]:
+    """Write the spec and Spark settings for a run into ``warehouse/_sqlcdc``; return (spec, env)."""
     state = warehouse / "_sqlcdc"
     state.mkdir(parents=True, exist_ok=True)
     conf = {**runtime.DELTA_CONF, **runtime.SMALL_MACHINE_CONF, **runtime.warehouse_conf(warehouse)}
     runtime.write_spark_defaults(state / "conf", conf)  # sqlcdc's own sessions (gold, dashboard): quiet
     # spark-pipelines: the same settings, and the streaming progress its flow lines read from the log
-    connect = {} if connect_port is None else {
-        "spark.connect.grpc.binding.port": str(connect_port),
-        "spark.connect.grpc.binding.address": "127.0.0.1",  # this machine's runs only
-    }
-    runtime.write_spark_defaults(state / "conf-pipeline", {**conf, **connect}, flow_progress=True)
+    runtime.write_spark_defaults(state / "conf-pipeline", conf, flow_progress=True)
     rel = os.path.relpath(PIPELINES_DIR, state)
     spec = {
         "name": cfg.name,
@@ -150,33 +139,31 @@ def prepare(cfg: PipelineConfig, warehouse: Path, connect_port: int | None = Non
         # landed files are checked before Spark reads them; what cannot be read is quarantined as a file
         STATE_DIR_ENV: str(state),
     }
-    if connect_port is not None:
-        env[sdp_launcher.PORT_ENV] = str(connect_port)
     return spec_path, env
 
 
 def run_pipeline(
     cfg: PipelineConfig, warehouse: Path, *, full_refresh: bool = False, quiet: bool = False,
 ) -> int:
-    """Run ``spark-pipelines run`` for ``cfg``; stream its progress lines; keep the full log.
-    The caller holds the warehouse's lock (:func:`_warehouse_lock`)."""
-    spec_path, env = prepare(cfg, warehouse, connect_port=_free_port())
-    cmd = [*_sdp_command(), "run", "--spec", str(spec_path)]
+    """Run ``spark-pipelines run`` for ``cfg``; stream its progress lines; keep the full log."""
+    spec_path, env = prepare(cfg, warehouse)
+    cmd = [str(Path(sys.executable).parent / "spark-pipelines"), "run", "--spec", str(spec_path)]
     if full_refresh:
         cmd.append("--full-refresh-all")
     log_path = spec_path.parent / "last-run.log"
     marker = reshape_marker(warehouse)
-    marker.unlink(missing_ok=True)
-    code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, marker=marker)
-    rebuilt = reshape.recorded(marker)
-    if code == 0 or not rebuilt:
-        return code
-    names = sorted({n for tables, _ in rebuilt for n in tables})
-    for _, reason in rebuilt:
-        print(f"sqlcdc run: {reason}: rebuilding {', '.join(names)}", flush=True)
-    reshape.drop_in_child(warehouse, names)
-    marker.unlink(missing_ok=True)
-    return _run(cmd, env, spec_path, log_path, full_refresh, quiet)
+    with _connect_port_lock(quiet):
+        marker.unlink(missing_ok=True)
+        code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, marker=marker)
+        rebuilt = reshape.recorded(marker)
+        if code == 0 or not rebuilt:
+            return code
+        names = sorted({n for tables, _ in rebuilt for n in tables})
+        for _, reason in rebuilt:
+            print(f"sqlcdc run: {reason}: rebuilding {', '.join(names)}", flush=True)
+        reshape.drop_in_child(warehouse, names)
+        marker.unlink(missing_ok=True)
+        return _run(cmd, env, spec_path, log_path, full_refresh, quiet)
 
 
 def reshape_marker(warehouse: Path) -> Path:
@@ -184,43 +171,50 @@ def reshape_marker(warehouse: Path) -> Path:
     return warehouse / "_sqlcdc" / "reshaped.jsonl"
 
 
-def _sdp_command() -> list[str]:
-    """``spark-pipelines`` as its script runs it (pyspark's JVM launcher, ``SparkPipelines``), with
-    :mod:`sqlcdc.cli.sdp_launcher` in place of pyspark's CLI file, so the run's Connect server
-    listens on the port :func:`run_pipeline` chose instead of the machine-wide 15002."""
-    import pyspark
+def _connect_port_lock(quiet: bool):
+    """One local run at a time on this machine.
 
-    spark_home = Path(pyspark.__file__).parent  # a pip-installed pyspark is its own SPARK_HOME
-    return [str(spark_home / "bin" / "spark-class"), "org.apache.spark.deploy.SparkPipelines",
-            str(Path(sdp_launcher.__file__).resolve())]
+    ``spark-pipelines`` starts a Spark Connect server on the fixed port 15002 (pyspark picks an
+    ephemeral port only in its own test mode), so a second concurrent run fails with
+    ``BindException``. Runs queue on a lock file instead, and say so.
+    """
+    import contextlib
+
+    @contextlib.contextmanager
+    def lock():
+        path = Path(tempfile.gettempdir()) / "sqlcdc-spark-connect-15002.lock"
+        with path.open("w") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not quiet:
+                    print(f"sqlcdc run: another local run holds Spark Connect's port 15002; waiting ({path})", flush=True)
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            _wait_for_free_port(15002, quiet)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    return lock()
 
 
-def _free_port() -> int:
-    """A port nothing listens on now (the OS's pick); the run's Connect server binds it moments later."""
+def _wait_for_free_port(port: int, quiet: bool, timeout_s: float = 900.0) -> None:
+    """Wait (bounded) while something else, e.g. a Spark Connect server not started by sqlcdc,
+    listens on ``port``; then go on and let Spark report the clash if it is still there."""
     import socket
+    import time as _time
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.contextmanager
-def _warehouse_lock(warehouse: Path, quiet: bool):
-    """One run at a time per warehouse: two runs would write the same tables and checkpoints.
-    Runs on different warehouses go side by side, each on its own Connect port."""
-    path = warehouse / "_sqlcdc" / "run.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if not quiet:
-                print(f"sqlcdc run: another run is using warehouse {warehouse}; waiting ({path})", flush=True)
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    deadline, told = _time.monotonic() + timeout_s, False
+    while _time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            if sock.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        if not told and not quiet:
+            print(f"sqlcdc run: port {port} (Spark Connect) is in use by another process; waiting", flush=True)
+            told = True
+        _time.sleep(2)
 
 
 def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool,
