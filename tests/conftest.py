@@ -20,7 +20,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 #: Files with real `spark-pipelines` runs (tests marked ``e2e``): one unit of work for xdist.
-PIPELINE_FILES = frozenset({"test_dashboard.py", "test_e2e_pipeline.py", "test_kafka.py", "test_package.py"})
+PIPELINE_FILES = frozenset({"test_dashboard.py", "test_e2e_pipeline.py", "test_kafka.py"})
 
 
 def pytest_collection_modifyitems(session, config, items):

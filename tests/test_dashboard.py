@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,13 +14,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dq_feed import RULES_YAML, RUN1, RUN2, build_warehouse, write_landing
 from sqlcdc import dashboard, run_log
 from sqlcdc.summary import Balance
 
 ROOT = Path(__file__).resolve().parents[1]
-SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
 
 
 class _Dom(HTMLParser):
@@ -168,21 +170,44 @@ def test_lakeview_dashboard_reads_dq_metrics():
 
 
 @pytest.mark.e2e
-def test_e2e_bad_feed_quarantined_dropped_counted_and_shown(spark, tmp_path):
-    """`sqlcdc run` on the feed of tests/dq_feed.py, then `sqlcdc dashboard`, then Chromium."""
-    landing = write_landing(tmp_path / "landing")
-    base = tmp_path / "config"
-    (base / "tables").mkdir(parents=True)
-    (base / "pipeline.yml").write_text(f"name: dq\nsources:\n  inventory:\n    format: debezium\n    landing: {landing}\n")
-    (base / "tables" / "customers.yml").write_text(
-        "source: inventory\ntable: dbo.customers\nkeys: [id]\nexpectations_file: ../rules/customers.yml\n")
-    (base / "rules").mkdir()
-    (base / "rules" / "customers.yml").write_text(RULES_YAML)
-    wh = tmp_path / "warehouse"
-    run = subprocess.run([SQLCDC, "run", "--config", str(base / "pipeline.yml"), "--warehouse", str(wh)],
-                         capture_output=True, text=True, timeout=1800)
+def test_e2e_installed_wheel_runs_a_project_bad_feed_quarantined_dropped_counted_and_shown(spark, tmp_path):
+    """A project of one's own (`sqlcdc init`) on the feed of tests/dq_feed.py, run by the installed wheel
+    alone (installed into a folder of its own, ahead of this checkout on the path) from an unrelated
+    working directory: bronze -> silver -> gold, quarantine, dropped, dq_metrics; then the wheel's
+    `sqlcdc dashboard`, then Chromium. (One real run carries both: each costs a minute of start-up.)"""
+    from sqlcdc.cli import main as cli_main
+
+    project = tmp_path / "my-dq"
+    assert cli_main(["init", str(project), "--source", "inventory", "--table", "dbo.customers", "--keys", "id"]) == 0
+    write_landing(project / "landing" / "inventory")
+    table_file = project / "config" / "tables" / "customers.yml"
+    table_file.write_text(table_file.read_text() + "expectations_file: ../rules/customers.yml\n")
+    (project / "config" / "rules").mkdir()
+    (project / "config" / "rules" / "customers.yml").write_text(RULES_YAML)
+    target = tmp_path / "site"
+    (wheel,) = (project / "dist").glob("*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True)
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    code = ("import sqlcdc, sys; from sqlcdc.cli import main; print(sqlcdc.__file__, flush=True); "
+            "sys.exit(main(sys.argv[1:]))")
+
+    def wheel_sqlcdc(*args: str, timeout: int) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    wh = project / "warehouse"
+    run = wheel_sqlcdc("run", "--config", str(project / "config" / "pipeline.yml"), "--warehouse", str(wh), timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.stdout.splitlines()[0] == str(target / "sqlcdc" / "__init__.py")  # the wheel's, not this checkout's
+    spec = yaml.safe_load((wh / "_sqlcdc" / "spark-pipeline.yml").read_text())
+    libs = [(wh / "_sqlcdc" / lib["glob"]["include"]).resolve() for lib in spec["libraries"]]
+    assert libs == [target / "sqlcdc" / "pipelines" / f"{layer}.py" for layer in ("bronze", "silver", "gold")]
     assert "source inventory: landed 12 = silver 6 + quarantine 4 + dropped 1 + skipped 1 (ok)" in run.stdout
+    # the summary: 6 changes of 5 keys (1001-1005, 1007) reach silver; 4 current rows + 1005, 1007 in gold
+    assert re.search(r"\bgold_customers_scd1 +6\n", run.stdout) and re.search(r"\bgold_customers_scd2 +6\n", run.stdout)
 
     def rows(name):
         return spark.read.format("delta").load(str(wh / "tables" / name)).collect()
@@ -203,8 +228,7 @@ def test_e2e_bad_feed_quarantined_dropped_counted_and_shown(spark, tmp_path):
                       ("*", "debezium-envelope $.payload.op: enum"): (11, 1), ("*", "debezium-envelope $: not JSON"): (11, 1)}
 
     page = tmp_path / "dq.html"
-    dash = subprocess.run([SQLCDC, "dashboard", "--warehouse", str(wh), "--out", str(page)],
-                          capture_output=True, text=True, timeout=600)
+    dash = wheel_sqlcdc("dashboard", "--warehouse", str(wh), "--out", str(page), timeout=600)
     assert dash.returncode == 0, dash.stderr[-3000:]
     dom = rendered_dom(page, tmp_path)
     check_page_shows_the_bad_rows(dom, checked=8, landed=11, runs=1)
@@ -215,3 +239,4 @@ def test_e2e_bad_feed_quarantined_dropped_counted_and_shown(spark, tmp_path):
                                                            "balance")] == ["12", "6", "4", "1", "1", "ok"]
     drawn = {a["data-run"] for tag, a, _ in dom.elements if tag == "circle"}
     assert drawn == {logged["run"][:26].replace("T", " ")}
+    assert list(cwd.iterdir()) == []  # nothing written where the wheel's commands were started
