@@ -3,10 +3,10 @@
 * Options: what a ``kafka:`` / ``event_hubs:`` block becomes (no broker, no Spark), secrets redacted.
 * Broker tests on the shared SparkSession: bronze columns and lineage; at-least-once duplicates
   (same offset re-read, same event produced twice) do not change gold.
-* Two real ``sqlcdc run`` tests (``e2e``): one run of six sources shows that the same Debezium, CES
-  and Qlik events via files and via Kafka give identical gold tables (CES/Qlik columns discovered
-  from the topics); a run SIGKILLed once bronze has started, then run again, loses nothing and
-  duplicates nothing.
+* One real pipeline (``e2e``) of seven sources: its first ``sqlcdc run`` SIGKILLed once bronze has
+  started, then run again; after it the same Debezium, CES and Qlik events via files and via Kafka
+  give identical gold tables (CES/Qlik columns discovered from the topics), and the killed source
+  lost nothing and duplicated nothing.
 * Confluent-framed Avro values (no broker): the same silver as their JSON; bad values quarantined.
 
 The broker (``tests/kafka_broker.py``) is Kafka 4.1 in KRaft mode on 127.0.0.1, started once per
@@ -276,11 +276,14 @@ def table_rows(df, drop=()):
 
 
 @pytest.mark.e2e
-def test_every_producer_via_kafka_gives_the_same_gold_as_via_files(spark, broker, tmp_path):
+def test_every_producer_via_kafka_gives_the_same_gold_as_via_files_even_after_a_kill_mid_run(spark, broker, tmp_path):
     """The Debezium sample feed, the CES seed examples and the Qlik customers story, each produced to a
-    real broker and landed as files, in ONE `sqlcdc run` (six sources: each real run costs ~40 s of
-    start-up): identical gold per producer; CES and Qlik columns (and Qlik's keys) discovered from
-    the topics; the conservation balance holds for the Kafka sources too."""
+    real broker and landed as files, in ONE pipeline (six sources, and a seventh: 660 Debezium events
+    read 30 per micro-batch). Its first `sqlcdc run` is SIGKILLed once that seventh source's bronze has
+    committed, then it runs again (each real run costs ~40 s of start-up, so one pipeline carries both
+    stories). After the rerun: identical gold per producer; CES and Qlik columns (and Qlik's keys)
+    discovered from the topics; the conservation balance holds for the Kafka sources too; and the
+    killed source lost nothing and duplicated nothing."""
     files = sample_files()
     dbz_dir, ces_dir, qlik_dir = (tmp_path / "landing" / n for n in ("dbz", "ces", "qlik"))
     for d in (dbz_dir, ces_dir, qlik_dir):
@@ -292,6 +295,11 @@ def test_every_producer_via_kafka_gives_the_same_gold_as_via_files(spark, broker
     ces_lines, qlik_lines = _fixture_lines()
     produce(spark, broker.bootstrap, "ces.purchases", ces_lines)
     produce(spark, broker.bootstrap, "qlik.customers", qlik_lines)
+    n_keys = 300
+    values, expected = many_events(n_keys)  # 660 events: 300 creates, 300 updates, 60 deletes
+    assert len(values) == 660
+    kill_topic = "server1.dbo.customers.kill"
+    produce(spark, broker.bootstrap, kill_topic, values)
     (ces_dir / "events.json").write_text("\n".join(ces_lines) + "\n")
     (qlik_dir / "all.jsonl").write_text("\n".join(qlik_lines) + "\n")
 
@@ -309,6 +317,8 @@ def test_every_producer_via_kafka_gives_the_same_gold_as_via_files(spark, broker
         f"  qlik_files:\n    format: qlik\n    landing: {qlik_dir}\n"
         f"  ces_stream:\n    format: ces\n{ces_opts}{stream('ces.purchases')}"
         f"  qlik_stream:\n    format: qlik\n{stream('qlik.customers')}"
+        f"  killed:\n    format: debezium\n{stream(kill_topic)}"
+        "      options: {maxOffsetsPerTrigger: 30}\n"  # 22 micro-batches: room to be killed mid-way
     )
     cols = "columns:\n" + "".join(f"  - {{name: {n}, type: {t}}}\n" for n, t in COLUMNS)  # Debezium on Kafka needs them
     for name, source, table, extra in (("customers_files", "files", "dbo.customers", "keys: [id]\n" + cols),
@@ -316,10 +326,28 @@ def test_every_producer_via_kafka_gives_the_same_gold_as_via_files(spark, broker
                                        ("purchases_files", "ces_files", "dbo.Purchases", "keys: [purchase_id]\n"),
                                        ("purchases_kafka", "ces_stream", "dbo.Purchases", "keys: [purchase_id]\n"),
                                        ("crm_files", "qlik_files", "dbo.customers", ""),
-                                       ("crm_kafka", "qlik_stream", "dbo.customers", "")):
+                                       ("crm_kafka", "qlik_stream", "dbo.customers", ""),
+                                       ("customers_killed", "killed", "dbo.customers", "keys: [id]\n" + cols)):
         (base / "tables" / f"{name}.yml").write_text(f"source: {source}\ntable: {table}\nname: {name}\n{extra}")
     config = base / "pipeline.yml"
     wh = tmp_path / "warehouse"
+    log = (tmp_path / "first-run.log").open("w")
+    wait_until(connect_port_free, 1200, "Spark Connect's port 15002 to be free")
+    first = subprocess.Popen([SQLCDC, "run", "--config", str(config), "--warehouse", str(wh), "--no-summary"],
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: _bronze_has_committed(wh, "bronze_killed") or first.poll() is not None, 900, "bronze to start")
+        assert first.poll() is None, "the first run ended before it could be killed mid-run"
+        os.killpg(first.pid, signal.SIGKILL)  # the whole group: sqlcdc, spark-pipelines, the Spark JVM
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=120)
+        log.close()
+    assert "Run is COMPLETED" not in (tmp_path / "first-run.log").read_text()
+    partial = delta(spark, wh, "bronze_killed").count()
+    assert 0 < partial < len(values)
+
     res = sqlcdc_run(config, wh)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
@@ -360,6 +388,20 @@ def test_every_producer_via_kafka_gives_the_same_gold_as_via_files(spark, broker
     assert got["ces_stream"] == got["ces_files"] == (3, 3, 0, 0, True)
     assert got["qlik_stream"] == got["qlik_files"] == (12, 10, 0, 2, True)
 
+    # the killed source: every offset once in bronze, every change once in silver, gold as expected
+    bronze = delta(spark, wh, "bronze_killed")
+    assert sorted(r.offset for r in bronze.select("offset").collect()) == list(range(len(values)))
+    silver = delta(spark, wh, "silver_customers_killed")
+    assert silver.count() == len(values) and silver.select("change_id").distinct().count() == len(values)
+    assert dict(silver.groupBy("op").count().collect()) == {"INSERT": 300, "UPDATE": 300, "DELETE": 60}
+    # The gold tables the rerun wrote (gold is applied after the pipeline, from silver's new changes).
+    scd1 = {r.id: r.last_name for r in delta(spark, wh, "gold_customers_killed_scd1").collect()}
+    assert scd1 == expected and len(scd1) == 240
+    scd2 = delta(spark, wh, "gold_customers_killed_scd2").collect()
+    assert len(scd2) == 2 * n_keys  # v0 and v1 of every key
+    assert sum(1 for r in scd2 if r["__END_AT"] is None) == 240  # open versions: keys not deleted
+    assert got["killed"] == (660, 660, 0, 0, True)
+
 
 def many_events(n_keys: int) -> tuple[list[str], dict[int, str]]:
     """Per key k: create (v0), update (v1); every 5th key is then deleted. Returns (values, expected SCD1)."""
@@ -381,55 +423,6 @@ def _bronze_has_committed(wh: Path, table: str) -> bool:
     if not log.is_dir():
         return False
     return any('"STREAMING UPDATE"' in p.read_text() for p in log.glob("*.json"))
-
-
-@pytest.mark.e2e
-def test_killed_mid_run_then_rerun_loses_nothing_and_duplicates_nothing(spark, broker, tmp_path):
-    n_keys = 300
-    values, expected = many_events(n_keys)  # 660 events: 300 creates, 300 updates, 60 deletes
-    assert len(values) == 660
-    topic = "server1.dbo.customers.kill"
-    produce(spark, broker.bootstrap, topic, values)
-    config = write_config(
-        tmp_path / "config",
-        {"stream": f"format: debezium\nkafka:\n  bootstrap_servers: {broker.bootstrap}\n  topic: {topic}\n"
-                   "  options: {maxOffsetsPerTrigger: 30}"},  # 22 micro-batches: room to be killed mid-way
-        {"customers": "stream"},
-    )
-    wh = tmp_path / "warehouse"
-    log = (tmp_path / "first-run.log").open("w")
-    wait_until(connect_port_free, 1200, "Spark Connect's port 15002 to be free")
-    first = subprocess.Popen([SQLCDC, "run", "--config", str(config), "--warehouse", str(wh), "--no-summary"],
-                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_until(lambda: _bronze_has_committed(wh, "bronze_stream") or first.poll() is not None, 900, "bronze to start")
-        assert first.poll() is None, "the first run ended before it could be killed mid-run"
-        os.killpg(first.pid, signal.SIGKILL)  # the whole group: sqlcdc, spark-pipelines, the Spark JVM
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(timeout=120)
-        log.close()
-    assert "Run is COMPLETED" not in (tmp_path / "first-run.log").read_text()
-    partial = delta(spark, wh, "bronze_stream").count()
-    assert 0 < partial < len(values)
-
-    second = sqlcdc_run(config, wh)
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-
-    bronze = delta(spark, wh, "bronze_stream")
-    assert bronze.count() == len(values)
-    assert bronze.select("offset").distinct().count() == len(values)
-    assert sorted(r.offset for r in bronze.select("offset").collect()) == list(range(len(values)))
-    silver = delta(spark, wh, "silver_customers")
-    assert silver.count() == len(values) and silver.select("change_id").distinct().count() == len(values)
-    assert dict(silver.groupBy("op").count().collect()) == {"INSERT": 300, "UPDATE": 300, "DELETE": 60}
-    # The gold tables the rerun wrote (gold is applied after the pipeline, from silver's new changes).
-    scd1 = {r.id: r.last_name for r in delta(spark, wh, "gold_customers_scd1").collect()}
-    assert scd1 == expected and len(scd1) == 240
-    scd2 = delta(spark, wh, "gold_customers_scd2").collect()
-    assert len(scd2) == 2 * n_keys  # v0 and v1 of every key
-    assert sum(1 for r in scd2 if r["__END_AT"] is None) == 240  # open versions: keys not deleted
 
 
 # --- Avro in the Confluent wire format -------------------------------------------------------------
