@@ -192,3 +192,52 @@ def test_tombstone_retention_days_is_read_from_the_table_config(tmp_path):
         "source: inv\ntable: dbo.customers\nkeys: [id]\ntombstone_retention_days: 0\n")
     with pytest.raises(ConfigError, match="tombstone_retention_days"):
         load_pipeline(str(tmp_path / "pipeline.yml"))
+
+
+def _tables(*names: str):
+    src = SourceConfig(name="inventory", format="debezium", landing=None)
+    return tuple(replace(TABLE, name=n, source=src, table=n) for n in names)
+
+
+def test_apply_all_applies_two_tables_at_once_and_says_them_in_config_order(monkeypatch, tmp_path):
+    """No Spark: apply_table is replaced by a stand-in. ``a`` cannot finish before ``b`` has started
+    (it waits on b's event, bounded), so it passes only when two tables run at once; lines still
+    come in config order."""
+    import threading
+
+    from sqlcdc.config import PipelineConfig
+    from sqlcdc.gold import after_run
+
+    started = {n: threading.Event() for n in ("a", "b", "c")}
+
+    def fake_apply(spark, table, warehouse, **kw):
+        started[table.name].set()
+        if table.name == "a":
+            assert started["b"].wait(timeout=30), "b did not start while a was running"
+        return after_run.Applied(table.name, changes=len(table.name))
+
+    monkeypatch.setattr(after_run, "apply_table", fake_apply)
+    cfg = PipelineConfig(name="p", sources={}, tables=_tables("a", "b", "c"), file="p.yml")
+    lines: list[str] = []
+    out = gold.apply_all(None, cfg, tmp_path, echo=lines.append, workers=2)
+    assert [a.table for a in out] == ["a", "b", "c"]
+    assert [line.split(":")[0] for line in lines] == ["a", "b", "c"]
+
+
+def test_apply_all_stops_at_the_first_error_and_raises_it(monkeypatch, tmp_path):
+    from sqlcdc.config import PipelineConfig
+    from sqlcdc.gold import after_run
+
+    applied: list[str] = []
+
+    def fake_apply(spark, table, warehouse, **kw):
+        if table.name == "a":
+            raise ConfigError([f"{table.name}: scd2_track_history: no column 'nope'"])
+        applied.append(table.name)
+        return after_run.Applied(table.name)
+
+    monkeypatch.setattr(after_run, "apply_table", fake_apply)
+    cfg = PipelineConfig(name="p", sources={}, tables=_tables("a", "b", "c", "d"), file="p.yml")
+    with pytest.raises(ConfigError, match="a: scd2_track_history"):
+        gold.apply_all(None, cfg, tmp_path, workers=1)
+    assert applied == []  # one at a time: a failed first, b, c and d never started

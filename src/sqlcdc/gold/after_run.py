@@ -38,8 +38,11 @@ from __future__ import annotations
 import datetime as dt
 import glob
 import json
+import os
 import shutil
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -55,7 +58,13 @@ from sqlcdc.gold.spec import target as gold_table
 from sqlcdc.config import PipelineConfig, TableConfig, Transactions
 from sqlcdc.names import literal, quote
 
-__all__ = ["Applied", "apply_all", "apply_table", "gold_parts", "GOLD_CONF", "AFTER_RUN"]
+__all__ = ["Applied", "apply_all", "apply_table", "default_workers", "gold_parts", "GOLD_CONF", "AFTER_RUN"]
+
+# Tables are applied at once (apply_all): what they share is written under a lock.
+_SHARED = threading.Lock()
+"""Held while a table's apply appends to ``dq_transactions`` (two first appends would both create it)."""
+_METASTORE = threading.Lock()
+"""Held around the embedded metastore's statements (CREATE/DROP TABLE), one at a time."""
 
 GOLD_CONF, AFTER_RUN = "sqlcdc.gold", "after_run"
 """Spark conf set by ``sqlcdc run`` in the pipeline's configuration: gold is applied after the
@@ -115,17 +124,48 @@ def _is_delta(path: Path) -> bool:
 
 
 def apply_all(spark: SparkSession, cfg: PipelineConfig, warehouse: Path, *, full_refresh: bool = False,
-              echo: Callable[[str], None] | None = None, run_time: dt.datetime | None = None) -> list[Applied]:
-    """Apply every table's new silver changes to its gold tables; ``echo`` gets a line per table;
-    ``run_time``: the run's start (default now), for ``dq_transactions``."""
-    out = []
-    for table, parts in handoff.groups(cfg.tables):
-        applied = apply_table(spark, table, warehouse, full_refresh=full_refresh, parts=parts,
-                              policy=cfg.transactions, run_time=run_time)
-        if echo:
-            echo(str(applied))
-        out.append(applied)
+              echo: Callable[[str], None] | None = None, run_time: dt.datetime | None = None,
+              workers: int | None = None) -> list[Applied]:
+    """Apply every table's new silver changes to its gold tables; ``echo`` gets a line per table, in
+    config order; ``run_time``: the run's start (default now), for ``dq_transactions``.
+
+    Tables are independent (their own targets, engine state and run state), so up to ``workers``
+    of them (default :func:`default_workers`) are applied at once on the one session: a small
+    table's apply is mostly driver-side planning and Delta commits, one core each, so on 2 cores
+    two tables take about the time of one and a half. After an error, tables not started yet are
+    not applied (those already running finish) and the error is raised."""
+    groups = list(handoff.groups(cfg.tables))
+    failed = threading.Event()
+
+    def apply(group: tuple[TableConfig, list[TableConfig]]) -> Applied | None:
+        if failed.is_set():
+            return None  # a table before it failed: not started (the error is raised below)
+        table, parts = group
+        try:
+            return apply_table(spark, table, warehouse, full_refresh=full_refresh, parts=parts,
+                               policy=cfg.transactions, run_time=run_time)
+        except BaseException:
+            failed.set()
+            raise
+
+    out: list[Applied] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(workers or default_workers(), len(groups) or 1)),
+                            thread_name_prefix="sqlcdc-gold") as pool:
+        # Started in config order, so a table skipped after a failure comes after the failed one,
+        # whose result() raises first.
+        for future in [pool.submit(apply, group) for group in groups]:
+            applied = future.result()
+            assert applied is not None
+            if echo:
+                echo(str(applied))
+            out.append(applied)
     return out
+
+
+def default_workers() -> int:
+    """Tables applied at once by :func:`apply_all`: the machine's cores, at most 4 (each apply also
+    holds its micro-batch and engine state in the driver)."""
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def _silver_shape(silver_schema: StructType, table: TableConfig) -> tuple[list[str], list[str]]:
@@ -281,9 +321,10 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     if marks is not None:  # changes are held: what waits (zeros when nothing did) is a row of dq_transactions
         result.held = result.held or transactions.Waiting()
         path = tables_dir(warehouse) / transactions.METRICS_TABLE
-        transactions.record(spark, str(path), table, result.held, policy,
-                            run_time or dt.datetime.now(dt.timezone.utc))
-        _register_at(spark, transactions.METRICS_TABLE, path)
+        with _SHARED:
+            transactions.record(spark, str(path), table, result.held, policy,
+                                run_time or dt.datetime.now(dt.timezone.utc))
+            _register_at(spark, transactions.METRICS_TABLE, path)
     # Gold tables exist after every run, if only empty (a first run whose silver is still empty).
     if any(not _is_delta(tables_dir(warehouse) / gold_table(table, scd)) for scd in specs):
         merge(changes_of(silver.limit(0), columns, keys))
@@ -362,7 +403,8 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
         silver = silver.localCheckpoint(eager=True)
     if marks is None or silver.isEmpty():  # the marks (a bronze parse) only when a change may wait
         if _is_delta(quarantine):  # turned off, or nothing unapplied: nothing waits, nothing is quarantined
-            spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
+            with _METASTORE:
+                spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
             shutil.rmtree(quarantine, ignore_errors=True)
         return silver, None
     ready, waiting = transactions.split(
@@ -407,4 +449,5 @@ def _register(spark: SparkSession, warehouse: Path, names: list[str]) -> None:
 def _register_at(spark: SparkSession, name: str, path: Path) -> None:
     if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
         return
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(name)} USING delta LOCATION {literal(str(path))}")
+    with _METASTORE:
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(name)} USING delta LOCATION {literal(str(path))}")
