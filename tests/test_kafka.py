@@ -233,19 +233,6 @@ def test_at_least_once_duplicates_do_not_change_gold(spark, broker):
 # --- real `sqlcdc run` -----------------------------------------------------------------------------
 
 
-def write_config(base: Path, sources: dict[str, str], tables: dict[str, str]) -> Path:
-    """``sources``: name -> YAML body of the source; ``tables``: table name -> source name."""
-    (base / "tables").mkdir(parents=True)
-    body = "".join(f"  {name}:\n" + "".join(f"    {ln}\n" for ln in src.strip().splitlines()) for name, src in sources.items())
-    (base / "pipeline.yml").write_text(f"name: kafka_e2e\nsources:\n{body}")
-    cols = "".join(f"  - {{name: {n}, type: {t}}}\n" for n, t in COLUMNS)
-    for name, source in tables.items():
-        (base / "tables" / f"{name}.yml").write_text(
-            f"source: {source}\ntable: dbo.customers\nname: {name}\nkeys: [id]\ncolumns:\n{cols}"
-        )
-    return base / "pipeline.yml"
-
-
 def connect_port_free() -> bool:
     """True when no other local `spark-pipelines run` holds Spark Connect's port (15002, fixed in
     pyspark 4.2's local mode): two runs on one machine collide there, so a test waits its turn."""
