@@ -195,8 +195,7 @@ def test_tombstone_retention_days_is_read_from_the_table_config(tmp_path):
 
 
 def _tables(*names: str):
-    src = SourceConfig(name="inventory", format="debezium", landing=None)
-    return tuple(replace(TABLE, name=n, source=src, table=n) for n in names)
+    return tuple(replace(TABLE, name=n, table=n) for n in names)
 
 
 def test_apply_all_applies_two_tables_at_once_and_says_them_in_config_order(monkeypatch, tmp_path):

@@ -60,11 +60,9 @@ from sqlcdc.names import literal, quote
 
 __all__ = ["Applied", "apply_all", "apply_table", "default_workers", "gold_parts", "GOLD_CONF", "AFTER_RUN"]
 
-# Tables are applied at once (apply_all): what they share is written under a lock.
-_SHARED = threading.Lock()
-"""Held while a table's apply appends to ``dq_transactions`` (two first appends would both create it)."""
-_METASTORE = threading.Lock()
-"""Held around the embedded metastore's statements (CREATE/DROP TABLE), one at a time."""
+_SHARED = threading.RLock()
+"""Tables are applied at once (:func:`apply_all`): held while one writes what all share -- an
+append to ``dq_transactions`` (two first appends would both create it), a metastore statement."""
 
 GOLD_CONF, AFTER_RUN = "sqlcdc.gold", "after_run"
 """Spark conf set by ``sqlcdc run`` in the pipeline's configuration: gold is applied after the
@@ -149,7 +147,7 @@ def apply_all(spark: SparkSession, cfg: PipelineConfig, warehouse: Path, *, full
             raise
 
     out: list[Applied] = []
-    with ThreadPoolExecutor(max_workers=max(1, min(workers or default_workers(), len(groups) or 1)),
+    with ThreadPoolExecutor(max_workers=min(workers or default_workers(), max(1, len(groups))),
                             thread_name_prefix="sqlcdc-gold") as pool:
         # Started in config order, so a table skipped after a failure comes after the failed one,
         # whose result() raises first.
@@ -403,8 +401,7 @@ def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path
         silver = silver.localCheckpoint(eager=True)
     if marks is None or silver.isEmpty():  # the marks (a bronze parse) only when a change may wait
         if _is_delta(quarantine):  # turned off, or nothing unapplied: nothing waits, nothing is quarantined
-            with _METASTORE:
-                spark.sql(f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
+            _metastore(spark, f"DROP TABLE IF EXISTS {quote(transactions.quarantine_table(table))}")
             shutil.rmtree(quarantine, ignore_errors=True)
         return silver, None
     ready, waiting = transactions.split(
@@ -449,5 +446,10 @@ def _register(spark: SparkSession, warehouse: Path, names: list[str]) -> None:
 def _register_at(spark: SparkSession, name: str, path: Path) -> None:
     if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
         return
-    with _METASTORE:
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(name)} USING delta LOCATION {literal(str(path))}")
+    _metastore(spark, f"CREATE TABLE IF NOT EXISTS {quote(name)} USING delta LOCATION {literal(str(path))}")
+
+
+def _metastore(spark: SparkSession, statement: str) -> None:
+    """A statement on the warehouse's embedded metastore, one at a time (:data:`_SHARED`)."""
+    with _SHARED:
+        spark.sql(statement)
