@@ -142,7 +142,10 @@ def prune(end_type: DataType, lowest: object | None, late: bool) -> Column:
 #: A layout write puts at most this many closed versions in a file (sorted by ``__END_AT``).
 LAYOUT_FILE_ROWS = 100_000
 #: The target is laid out again once the MERGEs since its last layout have inserted this share of
-#: its rows (their files mix open and closed versions, so every run reads them).
+#: its rows (their files mix open and closed versions, so every run reads them) -- and at least a
+#: layout file's worth (:data:`LAYOUT_FILE_ROWS`): below that, what they add to a MERGE's read is
+#: less than one layout file, and rewriting the table each run (a small table reaches any share
+#: with every batch) costs more than it saves.
 RELAYOUT_SHARE = 0.25
 
 
@@ -167,9 +170,10 @@ def write_layout(spark: SparkSession, versions: DataFrame, target: str, *, data_
 
 def relayout_if_mixed(spark: SparkSession, target: str) -> bool:
     """Lay the SCD2 ``target`` out again (:func:`write_layout`, ``dataChange`` false) when the rows
-    its MERGEs inserted since the last layout reach :data:`RELAYOUT_SHARE` of it, or when the last
-    layout is more than 64 commits back. Reads only the Delta log (the operation metrics of the
-    recent commits). True when it did."""
+    its MERGEs inserted since the last layout reach :data:`RELAYOUT_SHARE` of it and
+    :data:`LAYOUT_FILE_ROWS`, or when the last layout is more than 64 commits back (which bounds
+    the small files MERGEs leave). Reads only the Delta log (the operation metrics of the recent
+    commits). True when it did."""
     inserted, laid_out = 0, None
     for h in delta_table(spark, target).history(64).select("operation", "operationParameters", "operationMetrics").collect():
         metrics = h["operationMetrics"] or {}
@@ -178,7 +182,7 @@ def relayout_if_mixed(spark: SparkSession, target: str) -> bool:
         elif h["operation"] == "WRITE" and (h["operationParameters"] or {}).get("mode") == "Overwrite":
             laid_out = int(metrics.get("numOutputRows", 0))
             break
-    if laid_out is not None and inserted < RELAYOUT_SHARE * max(laid_out, 1):
+    if laid_out is not None and inserted < max(RELAYOUT_SHARE * max(laid_out, 1), LAYOUT_FILE_ROWS):
         return False
     write_layout(spark, read(spark, target), target, data_change=False)
     return True

@@ -36,7 +36,8 @@ event (the earlier ones depend on earlier events only). The SCD2 target is laid 
 file statistics skip the rest (:func:`~sqlcdc.gold.delta_io.write_layout`): closed versions sorted by ``__END_AT`` in
 files apart from the open versions, and the MERGE condition carries a target-only bound
 (:func:`~sqlcdc.gold.delta_io.prune`); it is laid out again once MERGEs have inserted a quarter of its rows
-(:func:`~sqlcdc.gold.delta_io.relayout_if_mixed`).
+and at least a layout file's worth (:func:`~sqlcdc.gold.delta_io.relayout_if_mixed`; a small table is not
+rewritten every run).
 
 Gold is read outside Spark too (pandas and Polars read Delta through delta-rs, ``deltalake``), so
 no table this module writes carries a reader feature delta-rs lacks: the targets, the key states,
