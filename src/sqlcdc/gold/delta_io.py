@@ -182,7 +182,7 @@ def relayout_if_mixed(spark: SparkSession, target: str) -> bool:
         elif h["operation"] == "WRITE" and (h["operationParameters"] or {}).get("mode") == "Overwrite":
             laid_out = int(metrics.get("numOutputRows", 0))
             break
-    if laid_out is not None and inserted < max(RELAYOUT_SHARE * max(laid_out, 1), LAYOUT_FILE_ROWS):
+    if laid_out is not None and inserted < max(RELAYOUT_SHARE * laid_out, LAYOUT_FILE_ROWS):
         return False
     write_layout(spark, read(spark, target), target, data_change=False)
     return True
