@@ -41,7 +41,7 @@ def main() -> None:
     spark = ConnectSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
     from sqlcdc import expectations, formats, transport
     from sqlcdc.config import load_pipeline
-    from sqlcdc.pipeline import table_queries  # the flow queries pipeline.py declares, per table
+    from sqlcdc.pipeline import table_queries, unrouted_query  # the flow queries pipeline.py declares
 
     cfg = load_pipeline(config)
     for source in cfg.sources.values():
@@ -53,7 +53,8 @@ def main() -> None:
             landed = transport.read_bronze(spark, source, streaming=False)
             return expectations.valid_envelopes(landed, decoder, envelope) if envelope else landed
 
-        queries = [(None, "unrouted", lambda: decoder.unrouted(bronze(), source, tables))]
+        queries = [(None, "unrouted", unrouted_query(decoder, source, tables,
+                                                    lambda: transport.read_bronze(spark, source, streaming=False)))]
         for table in tables:
             cols = list(decoder.columns_for(table, source, spark))  # discovery runs jobs: before the limit is set
             queries += [(table.name, flow, query) for flow, query in table_queries(decoder, table, cols, bronze).items()]

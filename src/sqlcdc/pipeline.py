@@ -170,18 +170,31 @@ def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     for table in tables:
         _streaming_table_flows(decoder, source, table, bronze)
 
-    @dp.append_flow(target=source.quarantine_table, name=f"unrouted_{source.name}")
+    dp.append_flow(target=source.quarantine_table, name=f"unrouted_{source.name}")(
+        unrouted_query(decoder, source, tables, stored))
+
+
+def unrouted_query(decoder, source: SourceConfig, tables: list[TableConfig],
+                   stored: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+    """The query of a streaming source's ``unrouted_<source>`` flow, its own rejects in one flow:
+    records no table takes, envelopes that fail their JSON Schema, rows for unreadable files.
+    ``stored`` reads the source's bronze table. One flow, not one per kind: SDP resolves every flow
+    into a table again as each of them starts, so a flow more into ``quarantine_<source>`` costs a
+    resolution of all the others (the envelope check had a flow of its own before:
+    :func:`sqlcdc.cli.run.earlier_flow_layout`)."""
+    envelope = expectations.envelope_schema(decoder)
+
     def unrouted() -> DataFrame:
-        out = decoder.unrouted(bronze(), source, tables)
+        records = stored().where(~is_unreadable_file())
+        valid = expectations.valid_envelopes(records, decoder, envelope) if envelope else records
+        out = decoder.unrouted(valid, source, tables)
         if _holds_unreadable_files(source):  # else a second scan of bronze for rows that cannot be there
             out = out.unionByName(unreadable_file_rows(stored(), source.name, decoder.name))
+        if envelope:
+            out = out.unionByName(expectations.invalid_envelopes(records, decoder, envelope, source))
         return out
 
-    if envelope:
-
-        @dp.append_flow(target=source.quarantine_table, name=f"envelope_{source.name}")
-        def invalid_envelopes() -> DataFrame:
-            return expectations.invalid_envelopes(landed(), decoder, envelope, source)
+    return unrouted
 
 
 def _holds_unreadable_files(source: SourceConfig) -> bool:
@@ -198,15 +211,23 @@ def _checked(decoder, table: TableConfig, cols, bronze) -> DataFrame:
 
 def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec],
                   bronze: Callable[[], DataFrame]) -> dict[str, Callable[[], DataFrame]]:
-    """A table's flow queries by name (silver, quarantine, expectations, dropped), each a function of no arguments as SDP
-    calls it: ``silver`` (changes that pass the table's expectations), ``quarantine`` (records that
-    did not decode), ``expectations`` (changes a quarantine rule failed), ``dropped`` (changes an
-    ``expect_or_drop`` rule removed). ``bronze`` gives the source's records the decoder reads.
+    """A table's flow queries by name, each a function of no arguments as SDP calls it: ``silver``
+    (changes that pass the table's expectations), ``quarantine`` (records that did not decode, and
+    changes a quarantine rule failed), ``dropped`` (changes an ``expect_or_drop`` rule removed).
+    ``bronze`` gives the source's records the decoder reads.
     ``tests/connect_resolution.py`` resolves the same functions on Spark Connect."""
+
+    def quarantine() -> DataFrame:
+        # One flow for both parts, not two: SDP resolves every flow into quarantine_<source> again
+        # when any of them starts. (On Spark Connect each part reads bronze as a streaming source
+        # of its own; warehouses of the two-flow layout are refreshed by `sqlcdc run`.)
+        decoded = decoder.decode(bronze(), table, cols)
+        failed = expectations.quarantined(expectations.check(decoded.changes, table, cols), table)
+        return decoded.quarantine.unionByName(failed)
+
     return {
         "silver": lambda: expectations.passed(_checked(decoder, table, cols, bronze), table),
-        "quarantine": lambda: decoder.decode(bronze(), table, cols).quarantine,
-        "expectations": lambda: expectations.quarantined(_checked(decoder, table, cols, bronze), table),
+        "quarantine": quarantine,
         "dropped": lambda: expectations.dropped(_checked(decoder, table, cols, bronze), table),
     }
 
@@ -226,7 +247,6 @@ def _streaming_table_flows(decoder, source: SourceConfig, table: TableConfig, br
     )(silver)
 
     dp.append_flow(target=source.quarantine_table, name=f"quarantine_{table.name}")(queries["quarantine"])
-    dp.append_flow(target=source.quarantine_table, name=f"expectations_{table.name}")(queries["expectations"])
     dp.append_flow(target=dq_metrics.dropped_table(source), name=f"dropped_{table.name}")(queries["dropped"])
 
 
@@ -288,7 +308,6 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
         for table in decoded:
             queries = table_queries(decoder, table, list(columns(table)), bronze)
             out = out.union(queries["quarantine"]())  # same columns (model.quarantine_row)
-            out = out.union(queries["expectations"]())
         return out
 
     if decoded:

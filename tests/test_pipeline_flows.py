@@ -1,0 +1,147 @@
+"""The flows a streaming source declares into its quarantine and dropped tables, and what they read.
+
+SDP resolves every flow into a table again whenever one of them starts
+(``DataflowGraph.reanalyzeFlow``), so ``n`` flows into ``quarantine_<source>`` cost ``n * n`` flow
+resolutions per run, each of a full decode plan. A source therefore declares one quarantine flow
+per table (decode rejects and quarantine-rule failures together) and one for the source's own
+rejects (unrouted records, envelope failures, unreadable files). On Spark Connect (SDP) each part
+reads bronze as a streaming source of its own, so the merged flows' checkpoints count more sources
+than the flows before them, and Spark refuses to resume from those: ``sqlcdc run`` recomputes a
+quarantine table that holds checkpoints of the old flows (:func:`sqlcdc.cli.run.earlier_flow_layout`).
+
+The declarations go through pyspark's own ``pipelines`` API into a recording registry; the flows
+then run as streaming queries over a real Debezium landing.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from pyspark.pipelines.graph_element_registry import GraphElementRegistry, graph_element_registration_context
+
+import debezium_events as dbz
+from sqlcdc import pipeline, transport
+from sqlcdc.cli.run import earlier_flow_layout
+from sqlcdc.config import load_pipeline
+
+
+class Recorded(GraphElementRegistry):
+    """What the definitions register: outputs by name, flows in order."""
+
+    def __init__(self) -> None:
+        self.outputs: dict = {}
+        self.flows: list = []
+
+    def register_output(self, output) -> None:
+        self.outputs[output.name] = output
+
+    def register_flow(self, flow) -> None:
+        self.flows.append(flow)
+
+    def register_auto_cdc_flow(self, flow) -> None:  # pragma: no cover - gold is not declared here
+        self.flows.append(flow)
+
+    def register_sql(self, sql_text, file_path) -> None:  # pragma: no cover
+        raise AssertionError(f"unexpected SQL from {file_path}")
+
+
+def _create(table: str, id_: int, email: str | None, lsn_slot: int, *, commit_lsn: str | None = None) -> str:
+    row = {"id": id_, "first_name": "Ann", "last_name": "Lee", "email": email}
+    lsn = dbz.lsn(39, 100, lsn_slot)
+    return dbz.line(dbz.event("c", after=row, commit_lsn=commit_lsn or lsn, change_lsn=lsn, table=table))
+
+
+RECORDS = [
+    _create("customers", 1, "ann@example.com", 1),  # silver
+    _create("customers", 2, None, 2),  # quarantined by the rule has_email
+    _create("customers", 3, "cy@example.com", 3),  # dropped by the rule not_three
+    _create("customers", 4, "di@example.com", 4, commit_lsn="zz"),  # no LSN: the decode rejects it
+    _create("orders", 10, "ed@example.com", 5),  # silver of the second table
+    _create("suppliers", 20, "fay@example.com", 6),  # no table takes it
+    json.dumps({"payload": {"op": 7}}),  # not a Debezium envelope
+]
+
+
+def _config(tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "events-1.json").write_text("\n".join(RECORDS) + "\n")
+    base = tmp_path / "config"
+    (base / "tables").mkdir(parents=True)
+    (base / "pipeline.yml").write_text(f"name: flows\nsources:\n  flowsrc:\n    format: debezium\n    landing: {landing}\n")
+    (base / "tables" / "fl_customers.yml").write_text(textwrap.dedent("""\
+        source: flowsrc
+        name: fl_customers
+        table: dbo.customers
+        keys: [id]
+        expectations:
+          - {name: has_email, constraint: "email IS NOT NULL", action: quarantine}
+          - {name: not_three, constraint: "id <> 3", action: drop}
+        """))
+    (base / "tables" / "fl_orders.yml").write_text("source: flowsrc\nname: fl_orders\ntable: dbo.orders\nkeys: [id]\n")
+    return base / "pipeline.yml"
+
+
+@pytest.fixture
+def declared(spark, tmp_path, monkeypatch):
+    cfg = load_pipeline(_config(tmp_path))
+    for cache in ("_columns", "_keys", "_waiting"):
+        monkeypatch.setattr(pipeline, cache, {})
+    registry = Recorded()
+    with graph_element_registration_context(registry):
+        pipeline.declare_silver(cfg)
+    source = cfg.sources["flowsrc"]
+    spark.sql(f"DROP TABLE IF EXISTS {source.bronze_table}")
+    transport.read_bronze(spark, source, streaming=False).write.format("delta").saveAsTable(source.bronze_table)
+    yield registry, tmp_path
+    spark.sql(f"DROP TABLE IF EXISTS {source.bronze_table}")
+
+
+def _run(spark, flow, checkpoint) -> list:
+    """The flow's query run as a streaming query into the memory sink: its rows."""
+    query = (flow.func().writeStream.format("memory").queryName(flow.name).option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    rows = spark.table(flow.name).collect()
+    spark.catalog.dropTempView(flow.name)
+    return rows
+
+
+def test_a_streaming_source_has_one_quarantine_flow_per_table_and_one_for_its_own_rejects(spark, declared):
+    registry, tmp_path = declared
+    into: dict[str, set[str]] = {}
+    for flow in registry.flows:
+        into.setdefault(flow.target, set()).add(flow.name)
+    assert into["quarantine_flowsrc"] == {"quarantine_fl_customers", "quarantine_fl_orders", "unrouted_flowsrc"}
+    assert into["dropped_flowsrc"] == {"dropped_fl_customers", "dropped_fl_orders"}
+    assert into["silver_fl_customers"] == {"silver_fl_customers"}
+
+    flows = {f.name: f for f in registry.flows}
+    rows = _run(spark, flows["quarantine_fl_customers"], tmp_path / "ck1")
+    assert sorted((r.rules, r.reason) for r in rows) == [
+        (["decode"], "source.commit_lsn 'zz' is not an LSN (xxxxxxxx:xxxxxxxx:xxxx, hex)"),
+        (["has_email"], "quarantined by expectation(s): has_email (email IS NOT NULL)"),
+    ]
+
+    rows = _run(spark, flows["unrouted_flowsrc"], tmp_path / "ck2")
+    assert sorted(r.rules[0] for r in rows) == ["debezium-envelope $.payload: required", "envelope"], [r.reason for r in rows]
+    assert any(r.reason.startswith("no onboarded table for dbo.suppliers") for r in rows)
+
+    rows = _run(spark, flows["dropped_fl_customers"], tmp_path / "ck3")
+    assert [r.rules for r in rows] == [["not_three"]]
+    rows = _run(spark, flows["silver_fl_orders"], tmp_path / "ck4")
+    assert [r.key["id"] for r in rows] == [10]
+
+
+def test_a_warehouse_with_the_earlier_quarantine_flows_is_found_for_a_refresh(tmp_path):
+    cfg = load_pipeline(_config(tmp_path))
+    checkpoints = tmp_path / "wh" / "_storage" / "_checkpoints" / "spark_catalog" / "default"
+    for table, flow in (("quarantine_flowsrc", "quarantine_fl_customers"), ("quarantine_flowsrc", "unrouted_flowsrc"),
+                        ("dropped_flowsrc", "dropped_fl_customers")):
+        (checkpoints / table / flow / "0").mkdir(parents=True)
+    assert earlier_flow_layout(cfg, tmp_path / "wh") == []  # today's flows only: nothing to refresh
+    for flow in ("expectations_fl_customers", "envelope_flowsrc"):
+        (checkpoints / "quarantine_flowsrc" / flow / "0").mkdir(parents=True)
+    assert [p.name for p in earlier_flow_layout(cfg, tmp_path / "wh")] == ["envelope_flowsrc", "expectations_fl_customers"]
