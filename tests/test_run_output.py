@@ -46,10 +46,11 @@ def _commit(table_dir, version: int, **info) -> None:
     (log / f"{version:020d}.json").write_text(json.dumps({"commitInfo": info}) + "\n" + json.dumps({"add": {}}) + "\n")
 
 
-def _progress_event(name: str, query: str, rows: int) -> list[str]:
-    """Spark's progress event as the run's log4j settings print it (a JSON block over many lines)."""
-    body = json.dumps({"id": query, "runId": "r", "name": f"spark_catalog.default.{name}", "numInputRows": rows,
-                       "sources": [{"numInputRows": rows}], "sink": {"numOutputRows": -1}}, indent=2)
+def _progress_event(name: str, query: str, rows: int, reads: int = 1) -> list[str]:
+    """Spark's progress event as the run's log4j settings print it (a JSON block over many lines);
+    ``reads``: how many times the query reads its input (one source each)."""
+    body = json.dumps({"id": query, "runId": "r", "name": f"spark_catalog.default.{name}", "numInputRows": rows * reads,
+                       "sources": [{"numInputRows": rows}] * reads, "sink": {"numOutputRows": -1}}, indent=2)
     return ["18:29:50 INFO ProgressReporter: Streaming query made progress: {"] + body.splitlines()[1:]
 
 
@@ -74,7 +75,7 @@ def test_flow_lines_say_rows_read_and_written(tmp_path):
         "2026-11-24 18:29:40: Flow spark_catalog.default.envelope_inventory is STARTING.",
         "2026-11-24 18:29:41: Flow spark_catalog.default.unrouted_inventory is STARTING.",
         *_progress_event("envelope_inventory", "q-env", 16),
-        *_progress_event("unrouted_inventory", "q-unr", 32),
+        *_progress_event("unrouted_inventory", "q-unr", 32, reads=3),  # records, files, envelopes
         "2026-11-24 18:29:52: Flow spark_catalog.default.envelope_inventory has COMPLETED.",
         "2026-11-24 18:29:53: Flow spark_catalog.default.unrouted_inventory has COMPLETED.",
         "2026-11-24 18:29:54: Flow spark_catalog.default.silver_orders is PLANNING.",

@@ -6,10 +6,12 @@ Where the figures come from, all written by Spark itself:
 
 - **read**: a streaming flow's ``numInputRows``, summed over its micro-batches of this run, from
   Spark's "Streaming query made progress" events (logger ``ProgressReporter`` at INFO in the run's
-  log4j settings, :mod:`sqlcdc.runtime`); the event's ``name`` is the flow, its ``id`` the query;
+  log4j settings, :mod:`sqlcdc.runtime`); the event's ``name`` is the flow, its ``id`` the query.
+  Per micro-batch, the most any one of its sources read: every flow reads one table, some of
+  them more than once in a query;
 - **wrote**: ``numOutputRows`` of the Delta commits the flow made this run, found by the query id
-  in each commit's ``commitInfo`` (several flows may append to one table: envelope and unrouted
-  checks to ``quarantine_<source>``); a materialized view's commit of this run, for flows without
+  in each commit's ``commitInfo`` (several flows may append to one table: each table's and the
+  source's own rejects to ``quarantine_<source>``); a materialized view's commit of this run, for flows without
   a streaming query ("recomputed").
 
 Example::
@@ -86,7 +88,10 @@ class RunProgress:
         try:
             event = json.loads(text)
             name = str(event["name"]).split(".")[-1]
-            self._read[name] += int(event.get("numInputRows") or 0)
+            # A flow may read its one input several times (each part of a quarantine flow reads
+            # bronze on its own): the records read are the most any of its sources read.
+            per_source = [int(src.get("numInputRows") or 0) for src in event.get("sources") or []]
+            self._read[name] += max(per_source) if per_source else int(event.get("numInputRows") or 0)
             self._queries[name].add(str(event["id"]))
         except (ValueError, KeyError, TypeError):  # not an event we can read: no figures for it
             pass
