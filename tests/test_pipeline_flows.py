@@ -135,6 +135,61 @@ def test_a_streaming_source_has_one_quarantine_flow_per_table_and_one_for_its_ow
     assert [r.key["id"] for r in rows] == [10]
 
 
+def _declare(spark, config, monkeypatch) -> dict:
+    """The flows of ``config`` by name, declared afresh (the pipeline's per-table caches cleared)."""
+    for cache in ("_columns", "_keys", "_waiting"):
+        monkeypatch.setattr(pipeline, cache, {})
+    registry = Recorded()
+    with graph_element_registration_context(registry):
+        pipeline.declare_silver(load_pipeline(config))
+    return {f.name: f for f in registry.flows}
+
+
+def _run_into_delta(spark, flow, checkpoint, path) -> list:
+    """The flow's query run as a streaming query into a Delta table at ``path`` (a sink that resumes
+    from ``checkpoint``, as SDP's do): every row the table holds."""
+    query = (flow.func().writeStream.format("delta").option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start(str(path)))
+    query.awaitTermination()
+    return spark.read.format("delta").load(str(path)).collect()
+
+
+def test_a_table_without_drop_rules_decodes_nothing_for_dropped_and_its_flow_resumes_when_rules_change(
+        spark, declared, monkeypatch):
+    # A dropped_<table> flow of a table without drop rules is a filter over bronze, not a decode: SDP
+    # resolves and plans each flow several times a run. It still reads bronze once, as the decode
+    # does, so its checkpoint is resumed when a drop rule is added or taken away.
+    registry, tmp_path = declared
+    flows = {f.name: f for f in registry.flows}
+    plan = {name: flows[name].func()._jdf.queryExecution().analyzed().toString()
+            for name in ("dropped_fl_orders", "dropped_fl_customers")}
+    assert "_reasons" not in plan["dropped_fl_orders"] and "_reasons" in plan["dropped_fl_customers"]  # the decode's
+    config, table_file = tmp_path / "config" / "pipeline.yml", tmp_path / "config" / "tables" / "fl_orders.yml"
+    ck, out = tmp_path / "ck_dropped", tmp_path / "dropped_out"
+    assert _run_into_delta(spark, flows["dropped_fl_orders"], ck, out) == []
+
+    def land(rows: list[str]) -> None:  # more records in bronze, as the next run's bronze flow appends them
+        landing = tmp_path / "more"
+        landing.mkdir(exist_ok=True)
+        (landing / f"events-{len(list(landing.iterdir()))}.json").write_text("\n".join(rows) + "\n")
+        from sqlcdc.formats.base import read_text_lines
+
+        read_text_lines(spark, str(landing), streaming=False).write.format("delta").mode("overwrite").saveAsTable("_more")
+        spark.sql("INSERT INTO bronze_flowsrc SELECT * FROM _more")
+
+    table_file.write_text(table_file.read_text() + "expectations:\n  - {name: not_eleven, constraint: \"id <> 11\", action: drop}\n")
+    land([_create("orders", 11, "x@example.com", 11), _create("orders", 12, "y@example.com", 12)])
+    flows = _declare(spark, config, monkeypatch)
+    rows = _run_into_delta(spark, flows["dropped_fl_orders"], ck, out)  # resumes: order 10 is not read again
+    assert [(r.rules, json.loads(r.raw)["key"]["id"]) for r in rows] == [(["not_eleven"], 11)]
+
+    table_file.write_text(table_file.read_text().split("expectations:")[0])
+    land([_create("orders", 13, "z@example.com", 13), _create("orders", 11, "x@example.com", 14)])
+    flows = _declare(spark, config, monkeypatch)
+    assert len(_run_into_delta(spark, flows["dropped_fl_orders"], ck, out)) == 1  # and back: nothing more dropped
+    spark.sql("DROP TABLE IF EXISTS _more")
+
+
 def test_a_warehouse_with_the_earlier_quarantine_flows_is_found_for_a_refresh(tmp_path):
     cfg = load_pipeline(_config(tmp_path))
     checkpoints = tmp_path / "wh" / "_storage" / "_checkpoints" / "spark_catalog" / "default"

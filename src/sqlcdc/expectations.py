@@ -237,6 +237,32 @@ def dropped(checked: DataFrame, table: TableConfig) -> DataFrame:
     return _removed(frames.where(checked, kept_out, "_dq_out"), table, "drop", "dropped")
 
 
+def drops(table: TableConfig) -> bool:
+    """Whether ``table`` has an ``expect_or_drop`` rule (none by default: drop rules come from config)."""
+    return any(r.action == "drop" for r in rules_for(table))
+
+
+def none_dropped(bronze: DataFrame, table: TableConfig) -> DataFrame:
+    """What :func:`dropped` gives for a table without drop rules -- no rows, the same columns -- without
+    decoding ``bronze``: a filter over the read. SDP resolves and plans each flow several times a run
+    and a decode plan is what costs there (docs/testing.md), so a table without drop rules does not pay
+    for a decode that cannot drop anything. ``bronze`` is read once, as a decode reads it: a
+    streaming flow's checkpoint counts its query's reads, so the flow resumes when a drop rule is
+    added later (and the other way round).
+    """
+    return bronze.where(F.lit(False)).select(
+        F.lit(table.source.name).alias("source_name"),
+        F.lit(table.source.format).alias("source_format"),
+        F.lit(table.name).alias("table_name"),
+        F.lit("dropped by expectation(s): ").alias("reason"),
+        F.array().cast("array<string>").alias("rules"),
+        F.lit(None).cast("string").alias("raw"),
+        F.col("record_id").cast("string").alias("bronze_record_id"),
+        F.col("source_file").cast("string").alias("bronze_file"),
+        F.col("ingest_time").cast("timestamp").alias("bronze_ingest_time"),
+    )
+
+
 # --- Databricks --------------------------------------------------------------------------------
 
 DATABRICKS_DECORATORS = {

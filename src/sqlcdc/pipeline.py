@@ -213,7 +213,8 @@ def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec],
                   bronze: Callable[[], DataFrame]) -> dict[str, Callable[[], DataFrame]]:
     """A table's flow queries by name, each a function of no arguments as SDP calls it: ``silver``
     (changes that pass the table's expectations), ``quarantine`` (records that did not decode, and
-    changes a quarantine rule failed), ``dropped`` (changes an ``expect_or_drop`` rule removed).
+    changes a quarantine rule failed), ``dropped`` (changes an ``expect_or_drop`` rule removed; for
+    a table without drop rules no rows, and no decode: :func:`sqlcdc.expectations.none_dropped`).
     ``bronze`` gives the source's records the decoder reads.
     ``tests/connect_resolution.py`` resolves the same functions on Spark Connect."""
 
@@ -225,10 +226,15 @@ def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec],
         failed = expectations.quarantined(expectations.check(decoded.changes, table, cols), table)
         return decoded.quarantine.unionByName(failed)
 
+    def dropped() -> DataFrame:
+        if not expectations.drops(table):  # most tables: a filter over bronze, no decode to resolve and plan
+            return expectations.none_dropped(bronze(), table)
+        return expectations.dropped(_checked(decoder, table, cols, bronze), table)
+
     return {
         "silver": lambda: expectations.passed(_checked(decoder, table, cols, bronze), table),
         "quarantine": quarantine,
-        "dropped": lambda: expectations.dropped(_checked(decoder, table, cols, bronze), table),
+        "dropped": dropped,
     }
 
 
@@ -317,8 +323,9 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
             comment=f"Changes of source {source.name} dropped by expect_or_drop rules: lineage and rule names.",
         )
         def dropped() -> DataFrame:
+            dropping = [t for t in decoded if expectations.drops(t)] or decoded[:1]  # no rows: one cheap part
             out = None
-            for table in decoded:
+            for table in dropping:
                 part = table_queries(decoder, table, list(columns(table)), bronze)["dropped"]()
                 out = part if out is None else out.union(part)
             return out
