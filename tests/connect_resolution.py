@@ -22,42 +22,54 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 
-def main() -> None:
-    config, limit = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "100"
+def connect_session():
+    """A Spark Connect session on a Connect server of its own, on a free port: 15002 (the default)
+    is `sqlcdc run`'s, and the suite's pipeline runs may hold it meanwhile."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    # A Connect server on a free port of its own: 15002 (the default) is `sqlcdc run`'s, and the
-    # suite's pipeline runs may hold it while this runs.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     (SparkSession.builder.master("local[2]").config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
      .config("spark.connect.grpc.binding.port", str(port)).config("spark.connect.grpc.binding.address", "127.0.0.1")
-     .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false").getOrCreate())
+     .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+     .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     from pyspark.sql.connect.session import SparkSession as ConnectSession  # beside the server's own session
 
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # pyspark.sql.functions then builds Connect columns
-    spark = ConnectSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
+    return ConnectSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
+
+
+def flow_queries(spark, source, tables):
+    """``(table name or None, flow, query function)`` for every flow query ``pipeline.py`` declares for
+    ``source`` (bronze read as a batch). Discovery runs Spark jobs: call before setting a limit."""
     from sqlcdc import expectations, formats, transport
-    from sqlcdc.config import load_pipeline
     from sqlcdc.pipeline import table_queries, unrouted_query  # the flow queries pipeline.py declares
+
+    decoder = formats.get(source.format)
+    envelope = expectations.envelope_schema(decoder)
+
+    def bronze():
+        landed = transport.read_bronze(spark, source, streaming=False)
+        return expectations.valid_envelopes(landed, decoder, envelope) if envelope else landed
+
+    queries = [(None, "unrouted", unrouted_query(decoder, source, tables,
+                                                lambda: transport.read_bronze(spark, source, streaming=False)))]
+    for table in tables:
+        cols = list(decoder.columns_for(table, source, spark))
+        queries += [(table.name, flow, query) for flow, query in table_queries(decoder, table, cols, bronze).items()]
+    return queries
+
+
+def main() -> None:
+    config, limit = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "100"
+    spark = connect_session()
+    from sqlcdc.config import load_pipeline
 
     cfg = load_pipeline(config)
     for source in cfg.sources.values():
-        decoder = formats.get(source.format)
-        tables = cfg.tables_of(source.name)
-        envelope = expectations.envelope_schema(decoder)
-
-        def bronze():
-            landed = transport.read_bronze(spark, source, streaming=False)
-            return expectations.valid_envelopes(landed, decoder, envelope) if envelope else landed
-
-        queries = [(None, "unrouted", unrouted_query(decoder, source, tables,
-                                                    lambda: transport.read_bronze(spark, source, streaming=False)))]
-        for table in tables:
-            cols = list(decoder.columns_for(table, source, spark))  # discovery runs jobs: before the limit is set
-            queries += [(table.name, flow, query) for flow, query in table_queries(decoder, table, cols, bronze).items()]
+        queries = flow_queries(spark, source, cfg.tables_of(source.name))
         spark.conf.set("spark.sql.analyzer.maxIterations", limit)
         for table_name, flow, query in queries:
             try:
