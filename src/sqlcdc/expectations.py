@@ -250,17 +250,10 @@ def none_dropped(bronze: DataFrame, table: TableConfig) -> DataFrame:
     streaming flow's checkpoint counts its query's reads, so the flow resumes when a drop rule is
     added later (and the other way round).
     """
-    return bronze.where(F.lit(False)).select(
-        F.lit(table.source.name).alias("source_name"),
-        F.lit(table.source.format).alias("source_format"),
-        F.lit(table.name).alias("table_name"),
-        F.lit("dropped by expectation(s): ").alias("reason"),
-        F.array().cast("array<string>").alias("rules"),
-        F.lit(None).cast("string").alias("raw"),
-        F.col("record_id").cast("string").alias("bronze_record_id"),
-        F.col("source_file").cast("string").alias("bronze_file"),
-        F.col("ingest_time").cast("timestamp").alias("bronze_ingest_time"),
-    )
+    return bronze.where(F.lit(False)).select(*model.quarantine_row(
+        source_name=table.source.name, source_format=table.source.format, table_name=table.name,
+        reason=F.lit("dropped by expectation(s): "), rules=F.array().cast("array<string>"), raw=F.lit(None),
+    ))
 
 
 # --- Databricks --------------------------------------------------------------------------------
