@@ -25,6 +25,7 @@ import debezium_events as dbz
 from sqlcdc import pipeline, transport
 from sqlcdc.cli.run import earlier_flow_layout
 from sqlcdc.config import load_pipeline
+from sqlcdc.formats.base import read_text_lines
 
 
 class Recorded(GraphElementRegistry):
@@ -84,15 +85,22 @@ def _config(tmp_path):
     return base / "pipeline.yml"
 
 
-@pytest.fixture
-def declared(spark, tmp_path, monkeypatch):
-    cfg = load_pipeline(_config(tmp_path))
+def _declare(config, monkeypatch) -> Recorded:
+    """What ``declare_silver`` registers for ``config``, declared afresh (the pipeline's per-table
+    caches cleared)."""
     for cache in ("_columns", "_keys", "_waiting"):
         monkeypatch.setattr(pipeline, cache, {})
     registry = Recorded()
     with graph_element_registration_context(registry):
-        pipeline.declare_silver(cfg)
-    source = cfg.sources["flowsrc"]
+        pipeline.declare_silver(load_pipeline(config))
+    return registry
+
+
+@pytest.fixture
+def declared(spark, tmp_path, monkeypatch):
+    config = _config(tmp_path)
+    registry = _declare(config, monkeypatch)
+    source = load_pipeline(config).sources["flowsrc"]
     spark.sql(f"DROP TABLE IF EXISTS {source.bronze_table}")
     transport.read_bronze(spark, source, streaming=False).write.format("delta").saveAsTable(source.bronze_table)
     yield registry, tmp_path
@@ -135,16 +143,6 @@ def test_a_streaming_source_has_one_quarantine_flow_per_table_and_one_for_its_ow
     assert [r.key["id"] for r in rows] == [10]
 
 
-def _declare(spark, config, monkeypatch) -> dict:
-    """The flows of ``config`` by name, declared afresh (the pipeline's per-table caches cleared)."""
-    for cache in ("_columns", "_keys", "_waiting"):
-        monkeypatch.setattr(pipeline, cache, {})
-    registry = Recorded()
-    with graph_element_registration_context(registry):
-        pipeline.declare_silver(load_pipeline(config))
-    return {f.name: f for f in registry.flows}
-
-
 def _run_into_delta(spark, flow, checkpoint, path) -> list:
     """The flow's query run as a streaming query into a Delta table at ``path`` (a sink that resumes
     from ``checkpoint``, as SDP's do): every row the table holds."""
@@ -168,26 +166,22 @@ def test_a_table_without_drop_rules_decodes_nothing_for_dropped_and_its_flow_res
     ck, out = tmp_path / "ck_dropped", tmp_path / "dropped_out"
     assert _run_into_delta(spark, flows["dropped_fl_orders"], ck, out) == []
 
-    def land(rows: list[str]) -> None:  # more records in bronze, as the next run's bronze flow appends them
-        landing = tmp_path / "more"
-        landing.mkdir(exist_ok=True)
-        (landing / f"events-{len(list(landing.iterdir()))}.json").write_text("\n".join(rows) + "\n")
-        from sqlcdc.formats.base import read_text_lines
-
-        read_text_lines(spark, str(landing), streaming=False).write.format("delta").mode("overwrite").saveAsTable("_more")
-        spark.sql("INSERT INTO bronze_flowsrc SELECT * FROM _more")
+    def land(name: str, rows: list[str]) -> None:  # more records in bronze, as the next run's bronze flow appends them
+        landing = tmp_path / name
+        landing.mkdir()
+        (landing / "events.json").write_text("\n".join(rows) + "\n")
+        read_text_lines(spark, str(landing), streaming=False).write.format("delta").mode("append").saveAsTable("bronze_flowsrc")
 
     table_file.write_text(table_file.read_text() + "expectations:\n  - {name: not_eleven, constraint: \"id <> 11\", action: drop}\n")
-    land([_create("orders", 11, "x@example.com", 11), _create("orders", 12, "y@example.com", 12)])
-    flows = _declare(spark, config, monkeypatch)
+    land("more1", [_create("orders", 11, "x@example.com", 11), _create("orders", 12, "y@example.com", 12)])
+    flows = {f.name: f for f in _declare(config, monkeypatch).flows}
     rows = _run_into_delta(spark, flows["dropped_fl_orders"], ck, out)  # resumes: order 10 is not read again
     assert [(r.rules, json.loads(r.raw)["key"]["id"]) for r in rows] == [(["not_eleven"], 11)]
 
     table_file.write_text(table_file.read_text().split("expectations:")[0])
-    land([_create("orders", 13, "z@example.com", 13), _create("orders", 11, "x@example.com", 14)])
-    flows = _declare(spark, config, monkeypatch)
+    land("more2", [_create("orders", 13, "z@example.com", 13), _create("orders", 11, "x@example.com", 14)])
+    flows = {f.name: f for f in _declare(config, monkeypatch).flows}
     assert len(_run_into_delta(spark, flows["dropped_fl_orders"], ck, out)) == 1  # and back: nothing more dropped
-    spark.sql("DROP TABLE IF EXISTS _more")
 
 
 def test_a_warehouse_with_the_earlier_quarantine_flows_is_found_for_a_refresh(tmp_path):
