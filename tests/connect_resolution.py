@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -34,6 +35,7 @@ def connect_session():
     (SparkSession.builder.master("local[2]").config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
      .config("spark.connect.grpc.binding.port", str(port)).config("spark.connect.grpc.binding.address", "127.0.0.1")
      .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+     .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="sqlcdc-connect-"))
      .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     from pyspark.sql.connect.session import SparkSession as ConnectSession  # beside the server's own session
 
@@ -41,21 +43,27 @@ def connect_session():
     return ConnectSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
 
 
-def flow_queries(spark, source, tables):
+def flow_queries(spark, source, tables, *, stored: bool = False):
     """``(table name or None, flow, query function)`` for every flow query ``pipeline.py`` declares for
-    ``source`` (bronze read as a batch). Discovery runs Spark jobs: call before setting a limit."""
+    ``source``, bronze read as a batch: from the landed files (the deeper plan: the test's limit
+    holds for both), or with ``stored`` from a table of them written first, as the pipeline reads its
+    ``bronze_<source>`` table. Discovery runs Spark jobs: call before setting a limit."""
     from sqlcdc import expectations, formats, transport
     from sqlcdc.pipeline import table_queries, unrouted_query  # the flow queries pipeline.py declares
 
     decoder = formats.get(source.format)
     envelope = expectations.envelope_schema(decoder)
+    if stored:
+        transport.read_bronze(spark, source, streaming=False).write.mode("overwrite").saveAsTable(source.bronze_table)
+
+    def read():
+        return spark.read.table(source.bronze_table) if stored else transport.read_bronze(spark, source, streaming=False)
 
     def bronze():
-        landed = transport.read_bronze(spark, source, streaming=False)
+        landed = read()
         return expectations.valid_envelopes(landed, decoder, envelope) if envelope else landed
 
-    queries = [(None, "unrouted", unrouted_query(decoder, source, tables,
-                                                lambda: transport.read_bronze(spark, source, streaming=False)))]
+    queries = [(None, "unrouted", unrouted_query(decoder, source, tables, read))]
     for table in tables:
         cols = list(decoder.columns_for(table, source, spark))
         queries += [(table.name, flow, query) for flow, query in table_queries(decoder, table, cols, bronze).items()]
