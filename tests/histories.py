@@ -483,7 +483,8 @@ def main() -> int:
                 else:
                     print(f"  missing: {[x for x in w if x not in g]}\n  extra:   {[x for x in g if x not in w]}")
             else:
-                print(f"{producer} {what}: {len(g)} rows, equal to the reference")
+                size = f"{sum(map(len, g.values()))} versions of {len(g)} keys" if isinstance(g, dict) else f"{len(g)} rows"
+                print(f"{producer} {what}: {size}, equal to the reference")
     return 1 if wrong else 0
 
 

@@ -432,19 +432,29 @@ def test_routing_by_external_schema_id_and_by_path(spark):
                "message": {"data": {"OID": 5, "QTY": 1}, "headers": {"operation": "REFRESH"}}}
     by_id = json.loads(json.dumps(wrapped))
     by_id["message"]["headers"]["externalSchemaId"] = "s-ord-1"
+    # another table's metadata: its schemaId routes a message there, not to orders, nor nowhere
+    other_md = json.loads(json.dumps(ORDERS_MD))
+    other_md["message"].update(schemaId="s-oth-1", lineage={"schema": "dbo", "table": "other", "tableVersion": 1})
+    by_other_id = json.loads(json.dumps(by_id))
+    by_other_id["message"]["headers"]["externalSchemaId"] = "s-oth-1"
     src = source("/nonexistent")
     cols = [ColumnSpec("OID", "int", ordinal=1), ColumnSpec("QTY", "smallint", ordinal=2)]
     t = table(src, name="orders", tbl="orders", keys=("OID",), options={"path_regex": r"/topics/dbo\.orders/"})
     df = spark.createDataFrame(
         [(json.dumps(ORDERS_MD), "file:/l/md.jsonl"), (json.dumps(by_id), "file:/l/x.jsonl"),
-         (json.dumps(wrapped), "file:/l/topics/dbo.orders/p0.jsonl"), (json.dumps(wrapped), "file:/l/topics/dbo.other/p0.jsonl")],
+         (json.dumps(wrapped), "file:/l/topics/dbo.orders/p0.jsonl"), (json.dumps(wrapped), "file:/l/topics/dbo.other/p0.jsonl"),
+         (json.dumps(other_md), "file:/l/md2.jsonl"), (json.dumps(by_other_id), "file:/l/y.jsonl")],
         "value string, source_file string")
     bronze = base.bronze_columns(df)
     out = qlik.decode(bronze, t, cols)
     assert rows(out.changes, "op", "key.OID", "bronze_file") == [
         ("SNAPSHOT", 5, "file:/l/topics/dbo.orders/p0.jsonl"), ("SNAPSHOT", 5, "file:/l/x.jsonl")]
-    [u] = qlik.unrouted(bronze, src, [t]).collect()
-    assert u["bronze_file"] == "file:/l/topics/dbo.other/p0.jsonl"
+    assert out.quarantine.count() == 0
+    assert rows(qlik.unrouted(bronze, src, [t]), "bronze_file", "reason") == [
+        ("file:/l/topics/dbo.other/p0.jsonl", "cannot tell which table this data message belongs to: it has no schema/table "
+         "fields, its headers.externalSchemaId (absent) matches no metadata message's schemaId, and no table's "
+         "options.path_regex matches its file"),
+        ("file:/l/y.jsonl", "no onboarded table for dbo.other in source crm (onboarded: dbo.orders)")]
 
 
 def test_columns_in_no_metadata_version_are_quarantined_not_guessed(spark):

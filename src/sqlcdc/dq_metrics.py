@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pyspark import pipelines as dp
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sqlcdc import expectations, formats, run_log
@@ -113,7 +113,7 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
     """The metrics frame (see the module doc). ``read(name)`` returns a table as a batch frame;
     ``run_starts``: the run log's start times (:func:`run_of`).
 
-    Built from selects, unions, ``groupBy().agg()`` and joins only: valid inside an SDP query function.
+    Built from selects, unions, one ``groupBy().agg()`` and windows: valid inside an SDP query function.
     """
     keys = ["source_name", "table_name", "run_time"]
     parts: list[DataFrame] = []
@@ -155,32 +155,57 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
             parts.append(event(read(dropped_table(source)), source, F.col("table_name"), F.col("rules"),
                                zero, one, zero, one, F.lit(None)))
 
-    events = parts[0]
-    for p in parts[1:]:
-        events = events.union(p)
-
-    base = events.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("rows_all"), F.sum("reached").alias("rows_reached"),
-        F.max("commit_time").alias("latest_commit_time"),
-    )
-    bronze_base = landed[0]
-    for b in landed[1:]:
-        bronze_base = bronze_base.union(b)
-    bronze_base = bronze_base.groupBy(*keys).agg(F.count(F.lit(1)).alias("rows_all")).select(
-        *keys, "rows_all", F.col("rows_all").alias("rows_reached"), F.lit(None).cast("timestamp").alias("latest_commit_time")
-    )
-    base = base.where(F.col("table_name") != SOURCE_LEVEL).union(bronze_base)
-
-    failures = events.select(*keys, F.explode("rules").alias("rule"), "kept", "dropped", "quarantined")
+    # One pass over the tables (each read once): every event becomes one marker row (rule NULL, the
+    # per-run totals) plus a row per rule it broke and per configured rule of its table (zeros, so a
+    # rule no row broke still has its row); a landed record one marker row. A plan that aggregated,
+    # exploded and joined the union of the reads separately held four copies of it (~60 Spark jobs and
+    # ~20 s of every run's tail for a few rows; docs/testing.md).
     configured = _per_table(tables, lambda t: _lit_array([r.name for r in expectations.rules_for(t, columns(t))]),
                             F.array().cast("array<string>"))
-    zeros = base.where(F.col("table_name") != SOURCE_LEVEL).select(
-        *keys, F.explode(configured).alias("rule"), zero.alias("kept"), zero.alias("dropped"), zero.alias("quarantined")
+    no_rules = F.array().cast("array<string>")
+    rows = parts[0]
+    for p in parts[1:]:
+        rows = rows.union(p)
+    rows = rows.select("*", F.lit(0).alias("landed"))
+    for b in landed:
+        rows = rows.union(b.select(*keys, no_rules.alias("rules"), zero.alias("kept"), zero.alias("dropped"),
+                                   zero.alias("quarantined"), zero.alias("reached"),
+                                   F.lit(None).cast("timestamp").alias("commit_time"), one.alias("landed")))
+    tabled = (F.col("landed") == 0) & (F.col("table_name") != SOURCE_LEVEL)
+
+    def entry(rule: Column, kept: Column, dropped: Column, quarantined: Column) -> Column:
+        return F.struct(rule.cast("string").alias("rule"), kept.alias("kept"), dropped.alias("dropped"),
+                        quarantined.alias("quarantined"))
+
+    broken = F.transform(F.coalesce(F.col("rules"), no_rules),
+                         lambda r: entry(r, F.col("kept"), F.col("dropped"), F.col("quarantined")))
+    zeros = F.transform(F.when(tabled, configured).otherwise(no_rules), lambda r: entry(r, zero, zero, zero))
+    marker = entry(F.lit(None), zero, zero, zero)
+    exploded = rows.select(*keys, "reached", "commit_time", "landed", tabled.alias("_tabled"),
+                           F.explode(F.concat(F.array(marker), broken, zeros)).alias("_e"))
+    is_marker = F.col("_e.rule").isNull()
+    grouped = exploded.groupBy(*keys, F.col("_e.rule").alias("rule")).agg(
+        F.sum("_e.kept").cast("bigint").alias("rows_warned"), F.sum("_e.dropped").cast("bigint").alias("rows_dropped"),
+        F.sum("_e.quarantined").cast("bigint").alias("rows_quarantined"),
+        F.sum(F.when(is_marker & F.col("_tabled"), 1)).alias("_events"),
+        F.sum(F.when(is_marker & F.col("_tabled"), F.col("reached"))).alias("_reached"),
+        F.max(F.when(is_marker & F.col("_tabled"), F.col("commit_time"))).alias("_commit"),
+        F.sum(F.when(is_marker, F.col("landed"))).alias("_landed"),
     )
-    per_rule = failures.union(zeros).groupBy(*keys, "rule").agg(
-        F.sum("kept").cast("bigint").alias("rows_warned"), F.sum("dropped").cast("bigint").alias("rows_dropped"),
-        F.sum("quarantined").cast("bigint").alias("rows_quarantined"),
+    # per run the totals of its marker row, per table the newest commit of all runs: windows over the
+    # few grouped rows, not joins that would read the tables again
+    star = F.col("table_name") == SOURCE_LEVEL
+    run_w = Window.partitionBy(*keys)
+    table_w = Window.partitionBy("source_name", "table_name")
+    landed_n = F.sum("_landed").over(run_w)
+    per_run = grouped.select(
+        *keys, "rule", "rows_warned", "rows_dropped", "rows_quarantined",
+        F.when(star, F.when(landed_n > 0, landed_n)).otherwise(F.sum("_events").over(run_w)).alias("rows_all"),
+        F.when(star, F.when(landed_n > 0, landed_n)).otherwise(F.sum("_reached").over(run_w)).alias("rows_reached"),
+        F.when(~star, F.max("_commit").over(run_w)).alias("latest_commit_time"),
+        F.when(~star, F.max("_commit").over(table_w)).alias("_newest_commit"),
     )
+    joined = per_run.where(F.col("rule").isNotNull())
 
     def lookup(attr: Callable) -> Column:
         return _per_table(
@@ -193,11 +218,7 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
 
     kind = F.coalesce(lookup(lambda r: "default" if r.default else "expectation"), F.lit("decoder"))
     action = F.coalesce(lookup(lambda r: r.action), F.lit("quarantine"))
-    fresh = events.where(F.col("table_name") != SOURCE_LEVEL).groupBy("source_name", "table_name").agg(
-        F.max("commit_time").alias("_newest_commit")
-    )
     now = F.current_timestamp()
-    joined = per_rule.join(base, keys, "left").join(fresh, ["source_name", "table_name"], "left")
     checked = F.when(kind == "decoder", F.col("rows_all")).otherwise(F.col("rows_reached")).cast("bigint")
     failed = F.col("rows_warned") + F.col("rows_dropped") + F.col("rows_quarantined")
     return joined.select(
