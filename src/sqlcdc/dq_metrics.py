@@ -117,61 +117,54 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
     """
     keys = ["source_name", "table_name", "run_time"]
     parts: list[DataFrame] = []
-    landed: list[DataFrame] = []
     tables: list[TableConfig] = []
+    rules_of: dict[str, list] = {}  # table name -> its rules (expectations.rules_for)
     one, zero = F.lit(1), F.lit(0)
+    no_rules = F.array().cast("array<string>")
+
+    def rule_names(of: list[TableConfig]) -> Column:
+        """The names of the rules of the row's table (``table_name``), one of ``of``; else none."""
+        return _per_table(of, lambda t: _lit_array([r.name for r in rules_of[t.name]]), no_rules)
 
     def event(df: DataFrame, source: SourceConfig, table: Column, rules: Column, kept, dropped, quarantined, reached,
-              commit_time: Column) -> DataFrame:
+              commit_time: Column, landed: Column = zero, ingest_time: str = "bronze_ingest_time") -> DataFrame:
+        """One row per row of ``df``: what it counts for; ``landed`` 1 for a landed bronze record."""
         return df.select(
             F.lit(source.name).alias("source_name"), table.cast("string").alias("table_name"),
-            run_of(F.col("bronze_ingest_time"), run_starts).alias("run_time"), rules.cast("array<string>").alias("rules"),
+            run_of(F.col(ingest_time), run_starts).alias("run_time"), rules.cast("array<string>").alias("rules"),
             kept.alias("kept"), dropped.alias("dropped"), quarantined.alias("quarantined"),
-            reached.alias("reached"), commit_time.cast("timestamp").alias("commit_time"),
+            reached.alias("reached"), commit_time.cast("timestamp").alias("commit_time"), landed.alias("landed"),
         )
 
     for source in cfg.sources.values():
         decoder = formats.get(source.format)
         src_tables = cfg.tables_of(source.name)
         tables += src_tables
+        rules_of.update({t.name: expectations.rules_for(t, columns(t)) for t in src_tables})
         bronze = read(source.bronze_table)
         skipped = decoder.is_skipped(bronze)
-        landed.append(
-            bronze.where(~F.coalesce(skipped, F.lit(False))).select(
-                F.lit(source.name).alias("source_name"), F.lit(SOURCE_LEVEL).alias("table_name"),
-                run_of(F.col("ingest_time"), run_starts).alias("run_time"),
-            )
-        )
+        parts.append(event(bronze.where(~F.coalesce(skipped, F.lit(False))), source, F.lit(SOURCE_LEVEL), no_rules,
+                           zero, zero, zero, zero, F.lit(None), landed=one, ingest_time="ingest_time"))
         for t in src_tables:
             parts.append(event(read(t.silver_table), source, F.lit(t.name), F.col(expectations.WARNINGS_COL),
                                one, zero, zero, one, F.col("commit_time")))
         q = read(source.quarantine_table)
-        exp_names = _per_table(src_tables, lambda t: _lit_array([r.name for r in expectations.rules_for(t, columns(t))]),
-                               F.array().cast("array<string>"))
-        reached = F.when(F.col("table_name").isNotNull() & F.arrays_overlap(F.col("rules"), exp_names), one).otherwise(zero)
+        reached = F.when(F.col("table_name").isNotNull() & F.arrays_overlap(F.col("rules"), rule_names(src_tables)),
+                         one).otherwise(zero)
         parts.append(event(q, source, F.coalesce(F.col("table_name"), F.lit(SOURCE_LEVEL)), F.col("rules"),
                            zero, zero, one, reached, F.lit(None)))
         if src_tables:
             parts.append(event(read(dropped_table(source)), source, F.col("table_name"), F.col("rules"),
                                zero, one, zero, one, F.lit(None)))
 
-    # One pass over the tables (each read once): every event becomes one marker row (rule NULL, the
-    # per-run totals) plus a row per rule it broke and per configured rule of its table (zeros, so a
-    # rule no row broke still has its row); a landed record one marker row. A plan that aggregated,
-    # exploded and joined the union of the reads separately held four copies of it (~60 Spark jobs and
-    # ~20 s of every run's tail for a few rows; docs/testing.md).
-    configured = _per_table(tables, lambda t: _lit_array([r.name for r in expectations.rules_for(t, columns(t))]),
-                            F.array().cast("array<string>"))
-    no_rules = F.array().cast("array<string>")
+    # One pass over the tables (each read once): every row becomes one marker entry (rule NULL, the
+    # per-run totals) plus an entry per rule it broke and per configured rule of its table (zeros, so
+    # a rule no row broke still has its row; source-level rows have no table, so none). A plan that
+    # aggregated, exploded and joined the union of the reads separately held four copies of it
+    # (~60 Spark jobs and ~20 s of every run's tail for a few rows; docs/testing.md).
     rows = parts[0]
     for p in parts[1:]:
         rows = rows.union(p)
-    rows = rows.select("*", F.lit(0).alias("landed"))
-    for b in landed:
-        rows = rows.union(b.select(*keys, no_rules.alias("rules"), zero.alias("kept"), zero.alias("dropped"),
-                                   zero.alias("quarantined"), zero.alias("reached"),
-                                   F.lit(None).cast("timestamp").alias("commit_time"), one.alias("landed")))
-    tabled = (F.col("landed") == 0) & (F.col("table_name") != SOURCE_LEVEL)
 
     def entry(rule: Column, kept: Column, dropped: Column, quarantined: Column) -> Column:
         return F.struct(rule.cast("string").alias("rule"), kept.alias("kept"), dropped.alias("dropped"),
@@ -179,39 +172,37 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
 
     broken = F.transform(F.coalesce(F.col("rules"), no_rules),
                          lambda r: entry(r, F.col("kept"), F.col("dropped"), F.col("quarantined")))
-    zeros = F.transform(F.when(tabled, configured).otherwise(no_rules), lambda r: entry(r, zero, zero, zero))
+    zeros = F.transform(rule_names(tables), lambda r: entry(r, zero, zero, zero))
     marker = entry(F.lit(None), zero, zero, zero)
-    exploded = rows.select(*keys, "reached", "commit_time", "landed", tabled.alias("_tabled"),
+    exploded = rows.select(*keys, "reached", "commit_time", "landed",
                            F.explode(F.concat(F.array(marker), broken, zeros)).alias("_e"))
     is_marker = F.col("_e.rule").isNull()
     grouped = exploded.groupBy(*keys, F.col("_e.rule").alias("rule")).agg(
         F.sum("_e.kept").cast("bigint").alias("rows_warned"), F.sum("_e.dropped").cast("bigint").alias("rows_dropped"),
         F.sum("_e.quarantined").cast("bigint").alias("rows_quarantined"),
-        F.sum(F.when(is_marker & F.col("_tabled"), 1)).alias("_events"),
-        F.sum(F.when(is_marker & F.col("_tabled"), F.col("reached"))).alias("_reached"),
-        F.max(F.when(is_marker & F.col("_tabled"), F.col("commit_time"))).alias("_commit"),
-        F.sum(F.when(is_marker, F.col("landed"))).alias("_landed"),
+        F.count_if(is_marker).alias("_rows"), F.sum(F.when(is_marker, F.col("reached"))).alias("_reached"),
+        F.sum("landed").alias("_landed"),  # a landed record has its marker entry only
+        F.max("commit_time").alias("_commit"),
     )
-    # per run the totals of its marker row, per table the newest commit of all runs: windows over the
-    # few grouped rows, not joins that would read the tables again
+    # Per run the totals of its marker entries (of a table: its events; source-level: the records
+    # landed, NULL when none), per table the newest commit of all runs: windows over the few grouped
+    # rows, not joins that would read the tables again.
     star = F.col("table_name") == SOURCE_LEVEL
     run_w = Window.partitionBy(*keys)
-    table_w = Window.partitionBy("source_name", "table_name")
     landed_n = F.sum("_landed").over(run_w)
-    per_run = grouped.select(
+    landed_n = F.when(landed_n > 0, landed_n)
+    joined = grouped.select(
         *keys, "rule", "rows_warned", "rows_dropped", "rows_quarantined",
-        F.when(star, F.when(landed_n > 0, landed_n)).otherwise(F.sum("_events").over(run_w)).alias("rows_all"),
-        F.when(star, F.when(landed_n > 0, landed_n)).otherwise(F.sum("_reached").over(run_w)).alias("rows_reached"),
+        F.when(star, landed_n).otherwise(F.sum("_rows").over(run_w)).alias("rows_all"),
+        F.when(star, landed_n).otherwise(F.sum("_reached").over(run_w)).alias("rows_reached"),
         F.when(~star, F.max("_commit").over(run_w)).alias("latest_commit_time"),
-        F.when(~star, F.max("_commit").over(table_w)).alias("_newest_commit"),
-    )
-    joined = per_run.where(F.col("rule").isNotNull())
+        F.when(~star, F.max("_commit").over(Window.partitionBy("source_name", "table_name"))).alias("_newest_commit"),
+    ).where(F.col("rule").isNotNull())
 
     def lookup(attr: Callable) -> Column:
         return _per_table(
             tables,
-            lambda t: F.element_at(F.create_map(*[x for r in expectations.rules_for(t, columns(t))
-                                                  for x in (F.lit(r.name), F.lit(attr(r)))]),
+            lambda t: F.element_at(F.create_map(*[x for r in rules_of[t.name] for x in (F.lit(r.name), F.lit(attr(r)))]),
                                    F.col("rule")),
             F.lit(None).cast("string"),
         )
