@@ -111,7 +111,11 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
     rows = rows.select("*", F.when(one_json_value(F.col("value")), first).alias("_m"), first.isNotNull().alias("_an_object"))
     m = F.col("_m")
     prefer_b64 = F.lit(True) if option_b64 else F.coalesce(m[BINARY_HINT] == "base64", F.lit(False))
-    image, value_errors = typed_struct(_raw_map(m, columns, prefer_b64), columns)
+    # The text map is a column of its own: typed_struct reads it once per column, and a map
+    # expression written into each read made the plan grow with the square of the column count
+    # (20 columns: a 12 MB silver plan; Spark Connect refuses messages over 128 MB).
+    rows = rows.select("*", _raw_map(m, columns, prefer_b64).alias("_raw"))
+    image, value_errors = typed_struct(F.col("_raw"), columns)
     mask_raw = m[UPDATE_MASK]
     mask = binary_hex(mask_raw, prefer_b64)
     # A 20-digit LSN must be JSON text: the same digits as a JSON number are a number (rare: only
