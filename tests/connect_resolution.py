@@ -8,16 +8,27 @@ projection and each lambda level costs passes, so a decoder change can pass ever
 still stop a real run ("Max iterations (100) reached for batch Resolution"). Run by
 ``tests/test_connect_resolution.py`` in a subprocess (a Connect session is a JVM of its own)::
 
-    python tests/connect_resolution.py CONFIG [MAX_ITERATIONS]
+    python tests/connect_resolution.py CONFIG [MAX_ITERATIONS] [WIDE_SOURCES]
+
+Before it resolves a query it wraps the plan as SDP does when it defines a flow
+(``WriteRelationFlowDetails``). Python's protobuf (upb) parses a message nested deeper than 100
+levels in that copy and refuses it ("Exceeded upb_DecodeOptions_MaxDepth"): the run stops before any
+flow starts. Each line therefore also has the plan's ``depth``. The ``dq_metrics`` query, which reads
+every table of every source, is checked the same way (its tables need not exist: it is built, not
+resolved), also for the config's sources copied up to ``WIDE_SOURCES`` (default 48). So is every
+flow of a wide config (:func:`wide_tables`: many tables, columns and rules), whose lines say
+``"wide": true``; each line has the plan's size too (Spark Connect takes messages up to 128 MB).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -70,23 +81,95 @@ def flow_queries(spark, source, tables, *, stored: bool = False):
     return queries
 
 
+def message_depth(message) -> int:
+    """How deeply ``message`` nests (the message itself is 1), as protobuf counts for its limit."""
+    deepest = 0
+    for field, value in message.ListFields():
+        if field.type == field.TYPE_MESSAGE:
+            for item in (value if isinstance(value, Sequence) else [value]):
+                if hasattr(item, "ListFields"):  # a map's values may be scalars
+                    deepest = max(deepest, message_depth(item))
+    return deepest + 1
+
+
+def sdp_accepts(spark, frame) -> tuple[int | None, int | None, str | None]:
+    """The depth and size (bytes) of ``frame``'s plan, and the error SDP's flow definition would meet
+    (None if none). A plan too deep may fail while pyspark builds it (its own copies): no figures then."""
+    from pyspark.sql.connect.proto import pipelines_pb2
+
+    try:
+        relation = frame._plan.plan(spark.client)
+        pipelines_pb2.PipelineCommand.DefineFlow.WriteRelationFlowDetails(relation=relation)
+        return message_depth(relation), relation.ByteSize(), None
+    except Exception as e:  # noqa: BLE001 - reported, the test decides
+        return None, None, f"SDP cannot define the flow: {str(e)[:200]}"
+
+
+WIDE_TYPES = ("string", "int", "bigint", "decimal(18,4)", "timestamp", "date", "boolean", "double", "binary", "smallint")
+
+
+def wide_tables(cfg, tables: int = 40, columns: int = 60):
+    """``cfg`` with ``tables`` more tables per source, each of ``columns`` columns of every type,
+    ``bad_values: warn`` (a rule per column) and 30 expectations of each action: what grows a plan
+    with the config rather than with the decoder."""
+    cols = ({"name": "id", "type": "int"},) + tuple(
+        {"name": f"c{i}", "type": WIDE_TYPES[i % len(WIDE_TYPES)]} for i in range(columns))
+    rules = tuple({"name": f"r{a}{i}", "constraint": f"c1 > {i}", "action": a}
+                  for a in ("warn", "drop", "quarantine") for i in range(30))
+    added = [dataclasses.replace(t, name=f"{t.name}_w{i}", table=f"{t.table}_w{i}", keys=("id",), columns=cols,
+                                 bad_values="warn", expectations=rules, expectation_sources=("wide",) * len(rules))
+             for s in cfg.sources for t in cfg.tables_of(s)[:1] for i in range(tables)]
+    return dataclasses.replace(cfg, tables=cfg.tables + tuple(added))
+
+
+def widened(cfg, copies: int):
+    """``cfg`` with its sources (and their tables) copied until there are ``copies`` sources."""
+    sources, tables = dict(cfg.sources), list(cfg.tables)
+    originals = list(cfg.sources.values())
+    for i in range(copies - len(originals)):
+        src = originals[i % len(originals)]
+        copy = dataclasses.replace(src, name=f"{src.name}_{i}")
+        sources[copy.name] = copy
+        tables += [dataclasses.replace(t, name=f"{t.name}_{i}", source=copy) for t in cfg.tables_of(src.name)]
+    return dataclasses.replace(cfg, sources=sources, tables=tuple(tables))
+
+
 def main() -> None:
-    config, limit = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "100"
+    config = sys.argv[1]
+    limit = sys.argv[2] if len(sys.argv) > 2 else "100"
+    wide = int(sys.argv[3]) if len(sys.argv) > 3 else 48
     spark = connect_session()
+    from sqlcdc import dq_metrics
     from sqlcdc.config import load_pipeline
+
+    def report(**line) -> None:
+        print(json.dumps(line), flush=True)
 
     cfg = load_pipeline(config)
     for source in cfg.sources.values():
         queries = flow_queries(spark, source, cfg.tables_of(source.name))
         spark.conf.set("spark.sql.analyzer.maxIterations", limit)
         for table_name, flow, query in queries:
-            try:
-                query().schema  # resolves the whole plan on the server
-                error = None
-            except Exception as e:  # noqa: BLE001 - reported, the test decides
-                error = str(e).strip().splitlines()[0][:300]
-            print(json.dumps({"source": source.name, "table": table_name, "flow": flow, "error": error}), flush=True)
+            frame = query()
+            depth, size, error = sdp_accepts(spark, frame)
+            if error is None:
+                try:
+                    frame.schema  # resolves the whole plan on the server
+                except Exception as e:  # noqa: BLE001 - reported, the test decides
+                    error = str(e).strip().splitlines()[0][:300]
+            report(source=source.name, table=table_name, flow=flow, depth=depth, bytes=size, error=error)
         spark.conf.unset("spark.sql.analyzer.maxIterations")
+    # A wide config: built and checked as SDP defines flows, not resolved (its tables have no data).
+    broad = wide_tables(cfg)
+    for source in broad.sources.values():
+        for table_name, flow, query in flow_queries(spark, source, broad.tables_of(source.name)):
+            if table_name is None or table_name.endswith("_w0"):  # the others are alike
+                depth, size, error = sdp_accepts(spark, query())
+                report(source=source.name, table=table_name, flow=flow, depth=depth, bytes=size, error=error, wide=True)
+    for sources in (cfg, widened(cfg, wide)):
+        depth, size, error = sdp_accepts(spark, dq_metrics.metrics(sources, spark.read.table))
+        report(source=f"{len(sources.sources)} sources", table=None, flow=dq_metrics.TABLE, depth=depth, bytes=size,
+               error=error)
     spark.stop()
 
 

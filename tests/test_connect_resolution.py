@@ -8,6 +8,14 @@ stacked ``select("*", ...)`` costs two passes and each lambda level more; a Qlik
 all 100 until 024ae0f (89 since), and twice a change that deepened it stopped real runs after every
 unit test had passed. It now fails here, not an hour later in an end-to-end run. The queries are
 ``sqlcdc.pipeline.table_queries``, the functions the pipeline declares as flows.
+
+The same lines say whether SDP could define each flow at all: it copies the plan message, and
+Python's protobuf refuses one nested over 100 levels. ``dq_metrics`` (which reads every table) once
+grew a level per table and stopped a nine-source run before any flow ran; it is checked here for the
+config and for 48 sources. A wide config (40 more tables a source, 60 columns, 90 rules, bad values
+warned) is built the same way: routing folded one ``OR`` per table (a source of ~35 tables could not
+run), and the change-table decode wrote its text map into every column's read (a plan growing with
+the square of the columns: 12 MB at 20 columns, against Spark Connect's 128 MB message limit).
 """
 
 from __future__ import annotations
@@ -33,5 +41,18 @@ def test_every_flow_query_resolves_within_sparks_default_analyzer_limit(tmp_path
     for producer in PRODUCERS:  # each source's flows were all resolved (4 per source with one table)
         source = histories.SOURCES[producer][0]
         assert {f for s, f in flows if s == source} == {"unrouted", "silver", "quarantine", "dropped"}
+    dq = [r for r in results if r["flow"] == "dq_metrics"]
+    assert [r["source"] for r in dq] == ["4 sources", "48 sources"]
     failed = [r for r in results if r["error"]]
-    assert not failed, "\n".join(f"{r['source']} {r['table']} {r['flow']}: {r['error']}" for r in failed)
+    assert not failed, "\n".join(f"{r['source']} {r['table']} {r['flow']} (depth {r['depth']}): {r['error']}" for r in failed)
+    wide = [r for r in results if r.get("wide")]
+    assert {(r["source"], r["flow"]) for r in wide} == {(s, f) for s in {histories.SOURCES[p][0] for p in PRODUCERS}
+                                                         for f in ("unrouted", "silver", "quarantine", "dropped")}
+    deepest = {}  # source -> its deepest flow plan in the narrow config
+    for r in results:
+        if not r.get("wide") and r["flow"] != "dq_metrics":
+            deepest[r["source"]] = max(deepest.get(r["source"], 0), r["depth"] or 0)
+    for r in wide:  # 40 tables and 60 columns more: about as deep, and a few MB at most
+        assert r["depth"] is not None and r["depth"] <= deepest[r["source"]] + 4, r
+        assert r["bytes"] < 8 << 20, r
+    assert dq[1]["depth"] - dq[0]["depth"] <= 8, dq  # grows with log2 of the sources (a balanced union), not per table

@@ -54,7 +54,7 @@ from pyspark import pipelines as dp
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sqlcdc import expectations, formats, run_log
+from sqlcdc import expectations, formats, frames, run_log
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig
 
 TABLE = "dq_metrics"
@@ -92,10 +92,15 @@ def _lit_array(values: list[str]) -> Column:
 
 
 def _per_table(tables: list[TableConfig], value: Callable[[TableConfig], Column], default: Column) -> Column:
-    out = default
+    """``value(t)`` for the row's table ``t`` (``table_name``), else ``default``: one flat CASE, as
+    nesting one per table would deepen the plan message with every table (:mod:`sqlcdc.frames`)."""
+    if not tables:
+        return default
+    out = None
     for t in tables:
-        out = F.when(F.col("table_name") == t.name, value(t)).otherwise(out)
-    return out
+        cond, val = F.col("table_name") == t.name, value(t)
+        out = F.when(cond, val) if out is None else out.when(cond, val)
+    return out.otherwise(default)
 
 
 def run_of(ingest_time: Column, run_starts: Sequence[dt.datetime]) -> Column:
@@ -162,9 +167,7 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
     # a rule no row broke still has its row; source-level rows have no table, so none). A plan that
     # aggregated, exploded and joined the union of the reads separately held four copies of it
     # (~60 Spark jobs and ~20 s of every run's tail for a few rows; docs/testing.md).
-    rows = parts[0]
-    for p in parts[1:]:
-        rows = rows.union(p)
+    rows = frames.union_all(parts)
 
     def entry(rule: Column, kept: Column, dropped: Column, quarantined: Column) -> Column:
         return F.struct(rule.cast("string").alias("rule"), kept.alias("kept"), dropped.alias("dropped"),

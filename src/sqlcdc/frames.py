@@ -18,20 +18,30 @@ binds a value to a lambda variable instead, so it is written and computed once: 
 decode (base64 bytes -> unscaled integer -> text with the point) had its byte decode 52 times per
 image in one silver plan.
 
+Spark Connect (so SDP, locally and on Databricks) sends a plan as one protobuf message, and
+Python's protobuf refuses one nested deeper than 100 levels (``Exceeded upb_DecodeOptions_MaxDepth``):
+the run stops before any flow starts. A fold over the tables or columns of a config (``a | b | c``,
+``df.union(x).union(y)``) nests one or two levels per item, so a config wide enough stops every run.
+:func:`any_of`, :func:`all_of` and :func:`union_all` build balanced trees (depth log2 of the count)
+instead; ``tests/test_connect_resolution.py`` checks every flow of a wide config.
+
 Example::
 
     good = frames.where(typed, F.size("_reasons") == 0, "_good")
     text = frames.let(F.unbase64(raw), lambda b: F.when(F.length(b) > 0, F.hex(b)))
+    taken = frames.any_of([matches(t) for t in tables])  # False for no tables
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence, TypeVar
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["let", "where"]
+__all__ = ["all_of", "any_of", "let", "union_all", "where"]
+
+_T = TypeVar("_T")
 
 
 def where(df: DataFrame, condition: Column, flag: str) -> DataFrame:
@@ -50,3 +60,28 @@ def let(value: Column, body: Callable[[Column], Column]) -> Column:
     reference, a literal) gains nothing.
     """
     return F.transform(F.array(value), body)[0]
+
+
+def _balanced(items: Sequence[_T], combine: Callable[[_T, _T], _T]) -> _T:
+    """``items`` combined pairwise, level by level: a tree of depth log2(len(items)), not a chain."""
+    level = list(items)
+    while len(level) > 1:
+        level = [combine(level[i], level[i + 1]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+    return level[0]
+
+
+def any_of(conditions: Sequence[Column]) -> Column:
+    """``c1 OR c2 OR ...`` (SQL's three-valued OR), as a balanced tree; ``false`` for none."""
+    return _balanced(conditions, lambda a, b: a | b) if conditions else F.lit(False)
+
+
+def all_of(conditions: Sequence[Column]) -> Column:
+    """``c1 AND c2 AND ...`` (SQL's three-valued AND), as a balanced tree; ``true`` for none."""
+    return _balanced(conditions, lambda a, b: a & b) if conditions else F.lit(True)
+
+
+def union_all(frames: Sequence[DataFrame], by_name: bool = False) -> DataFrame:
+    """The union (``UNION ALL``; ``by_name``: ``unionByName``) of one or more frames, as a balanced tree."""
+    if not frames:
+        raise ValueError("union_all needs at least one frame")
+    return _balanced(frames, (lambda a, b: a.unionByName(b)) if by_name else (lambda a, b: a.union(b)))

@@ -255,10 +255,7 @@ def _in_domain(typed: Column, spec: ColumnSpec) -> Column:
     unsigned = _UNSIGNED_MAX.get(_source_base(spec))
     if unsigned is not None:
         checks.append(typed.between(F.lit(0), _dec(unsigned)))
-    ok = F.lit(True)
-    for c in checks:
-        ok = ok & c
-    return F.coalesce(ok, F.lit(True))
+    return F.coalesce(frames.all_of(checks), F.lit(True))
 
 
 def _source_base(spec: ColumnSpec) -> str:
@@ -423,10 +420,7 @@ def split_value_errors(errors: Column, columns: list[ColumnSpec], keys: list[str
         return lambda e: e.startswith(f"column {name}: cannot read ")
 
     def any_warned(e: Column) -> Column:
-        out = F.lit(False)
-        for name in warned:
-            out = out | of(name)(e)
-        return out
+        return frames.any_of([of(name)(e) for name in warned])
 
     reasons = F.filter(errors, lambda e: ~any_warned(e))
     names = F.filter(

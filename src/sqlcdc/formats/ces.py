@@ -444,9 +444,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     )
 
     ev = events(bronze, source)
-    routed = F.lit(False)
-    for t in tables:
-        routed = routed | _routes(t)
+    routed = frames.any_of([_routes(t) for t in tables])
     stray = frames.where(ev, ~routed, "_stray")
     schema_ok = F.size("_data_violations") == 0
     data_msg = sc.explain_udf(DATA_SCHEMA)(F.when(~schema_ok, F.col("data")))

@@ -223,9 +223,7 @@ def unrouted_parsed(parsed: DataFrame, source: SourceConfig, tables: Iterable[Ta
     """:func:`unrouted` of rows with ``_payload`` and ``_envelope_error`` (as :func:`_parsed` gives)."""
     tables = list(tables)
     parsed = parsed.where(~is_skipped())
-    taken = F.lit(False)
-    for t in tables:
-        taken = taken | _matches(t)
+    taken = frames.any_of([_matches(t) for t in tables])
     names = ", ".join(t.qualified for t in tables) or "none"
     reason = F.coalesce(
         F.col("_envelope_error"),

@@ -215,9 +215,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     # 2. valid data messages no onboarded table takes
     versions = metadata_versions(_metadata_parsed(bronze))
     dt = _data_rows(_parsed(bronze, ("DT",)), versions)
-    taken = F.lit(False)
-    for t in tables:
-        taken = taken | _matches(t)
+    taken = frames.any_of([_matches(t) for t in tables])
     names = ", ".join(t.qualified for t in tables) or "none"
     reason = F.when(
         F.col("_table").isNotNull(),
