@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
 
-from sqlcdc import dq_metrics, expectations, formats, gold, reshape, runtime, transport
+from sqlcdc import dq_metrics, expectations, formats, frames, gold, reshape, runtime, transport
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
 from sqlcdc.formats.base import is_unreadable_file, unreadable_file_rows
 from sqlcdc.values import ColumnSpec
@@ -300,35 +300,58 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     for table in decoded:
         _batch_table(decoder, table, bronze)
 
-    @dp.materialized_view(
+    dp.materialized_view(
         name=source.quarantine_table, comment=f"Records of source {source.name} that did not become changes, with the reason."
-    )
-    def quarantine() -> DataFrame:
-        out = decoder.unrouted(bronze(), source, tables)  # a waiting table's records are its own
-        if _holds_unreadable_files(source):
-            out = out.unionByName(unreadable_file_rows(stored(), source.name, decoder.name))
-        if envelope:
-            out = out.union(expectations.invalid_envelopes(landed(), decoder, envelope, source))
-        for table, why in waits:
-            out = out.union(decoder.waiting(bronze(), source, table, why))
-        for table in decoded:
-            queries = table_queries(decoder, table, list(columns(table)), bronze)
-            out = out.union(queries["quarantine"]())  # same columns (model.quarantine_row)
-        return out
+    )(source_quarantine_query(decoder, source, tables, columns, stored, waits))
 
     if decoded:
-
-        @dp.materialized_view(
+        dp.materialized_view(
             name=dq_metrics.dropped_table(source),
             comment=f"Changes of source {source.name} dropped by expect_or_drop rules: lineage and rule names.",
-        )
-        def dropped() -> DataFrame:
-            dropping = [t for t in decoded if expectations.drops(t)] or decoded[:1]  # no rows: one cheap part
-            out = None
-            for table in dropping:
-                part = table_queries(decoder, table, list(columns(table)), bronze)["dropped"]()
-                out = part if out is None else out.union(part)
-            return out
+        )(source_dropped_query(decoder, decoded, columns, bronze))
+
+
+def source_quarantine_query(decoder, source: SourceConfig, tables: list[TableConfig],
+                            columns_of: Callable[[TableConfig], Any], stored: Callable[[], DataFrame],
+                            waits: Sequence[tuple[TableConfig, str]] = ()) -> Callable[[], DataFrame]:
+    """The query of a batch source's ``quarantine_<source>`` materialized view: its own rejects
+    (unrouted records, unreadable files, bad envelopes), the records of tables still ``waits``-ing
+    (table, why), and every other table's quarantine. One view, so one union: balanced
+    (:func:`sqlcdc.frames.union_all`), as each table's part is a whole decode (~70-90 plan levels of
+    the 100 SDP can send) and a chain nested two levels a table (a CES source of 5 tables could not run)."""
+    envelope = expectations.envelope_schema(decoder)
+    waiting_names = {t.name for t, _ in waits}
+
+    def landed() -> DataFrame:  # records; not the rows that stand for unreadable files
+        return stored().where(~is_unreadable_file())
+
+    def bronze() -> DataFrame:
+        return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
+
+    def quarantine() -> DataFrame:
+        parts = [decoder.unrouted(bronze(), source, tables)]  # a waiting table's records are its own
+        if _holds_unreadable_files(source):
+            parts.append(unreadable_file_rows(stored(), source.name, decoder.name))
+        if envelope:
+            parts.append(expectations.invalid_envelopes(landed(), decoder, envelope, source))
+        parts += [decoder.waiting(bronze(), source, table, why) for table, why in waits]
+        parts += [table_queries(decoder, table, list(columns_of(table)), bronze)["quarantine"]()
+                  for table in tables if table.name not in waiting_names]
+        return frames.union_all(parts, by_name=True)  # the same columns (model.quarantine_row)
+
+    return quarantine
+
+
+def source_dropped_query(decoder, decoded: list[TableConfig], columns_of: Callable[[TableConfig], Any],
+                         bronze: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+    """The query of a batch source's ``dropped_<source>`` view: the changes of ``decoded`` tables that
+    an ``expect_or_drop`` rule removed (no rows and one cheap part when no table drops); balanced."""
+
+    def dropped() -> DataFrame:
+        dropping = [t for t in decoded if expectations.drops(t)] or decoded[:1]
+        return frames.union_all([table_queries(decoder, t, list(columns_of(t)), bronze)["dropped"]() for t in dropping])
+
+    return dropped
 
 
 def _batch_table(decoder, table: TableConfig, bronze) -> None:
