@@ -105,7 +105,6 @@ def sdp_accepts(spark, frame) -> tuple[int | None, int | None, str | None]:
         return None, None, f"SDP cannot define the flow: {str(e)[:200]}"
 
 
-SOURCE_QUARANTINE_TABLES = 9
 WIDE_TYPES = ("string", "int", "bigint", "decimal(18,4)", "timestamp", "date", "boolean", "double", "binary", "smallint")
 
 
@@ -142,7 +141,7 @@ def main() -> None:
     spark = connect_session()
     from sqlcdc import dq_metrics, formats, transport
     from sqlcdc.config import load_pipeline
-    from sqlcdc.pipeline import source_quarantine_query
+    from sqlcdc.pipeline import source_dropped_query, source_quarantine_query
 
     def report(**line) -> None:
         print(json.dumps(line), flush=True)
@@ -169,15 +168,15 @@ def main() -> None:
                 depth, size, error = sdp_accepts(spark, query())
                 report(source=source.name, table=table_name, flow=flow, depth=depth, bytes=size, error=error, wide=True)
         decoder = formats.get(source.format)
-        if not decoder.streaming:  # a batch source's quarantine is one view: the union of its tables' parts
-            # (9 tables: the view holds each table's whole decode, so 41 of 60 columns reach Spark
-            # Connect's 128 MB message limit, and CES's depth: docs/testing.md)
-            query = source_quarantine_query(decoder, source, broad.tables_of(source.name)[:SOURCE_QUARANTINE_TABLES],
-                                            lambda t, s=source, d=decoder: d.columns_for(t, s, spark),
-                                            lambda s=source: transport.read_bronze(spark, s, streaming=False))
-            depth, size, error = sdp_accepts(spark, query())
-            report(source=source.name, table=None, flow="source quarantine", depth=depth, bytes=size, error=error,
-                   wide=True)
+        if not decoder.streaming:  # a batch source's quarantine and dropped views: every table's part, by name
+            tables = broad.tables_of(source.name)
+            stored = lambda s=source: transport.read_bronze(spark, s, streaming=False)  # noqa: E731
+            for flow, query in (("source quarantine", source_quarantine_query(decoder, source, tables, stored,
+                                                                              read=spark.read.table)),
+                                ("source dropped", source_dropped_query(tables, stored, read=spark.read.table))):
+                depth, size, error = sdp_accepts(spark, query())
+                report(source=source.name, table=None, flow=flow, depth=depth, bytes=size, error=error, wide=True,
+                       tables=len(tables))
     for sources in (cfg, widened(cfg, wide)):
         depth, size, error = sdp_accepts(spark, dq_metrics.metrics(sources, spark.read.table))
         report(source=f"{len(sources.sources)} sources", table=None, flow=dq_metrics.TABLE, depth=depth, bytes=size,

@@ -16,8 +16,9 @@ config and for 48 sources. A wide config (40 more tables a source, 60 columns, 9
 warned) is built the same way: routing folded one ``OR`` per table (a source of ~35 tables could not
 run), and the change-table decode wrote its text map into every column's read (a plan growing with
 the square of the columns: 12 MB at 20 columns, against Spark Connect's 128 MB message limit). A
-batch source's quarantine view (CES, Qlik, change tables) is the union of its tables' quarantine
-plans, balanced since it chained them (two levels a table: a CES source of 5 tables could not run).
+batch source's quarantine and dropped views (CES, Qlik, change tables) read each table's part from
+a temporary view: as one union of the tables' decodes, a CES source of ~30 tables was too deep to
+define and 41 wide change tables over the 128 MB limit (chained, before that, 5 CES tables).
 """
 
 from __future__ import annotations
@@ -47,18 +48,23 @@ def test_every_flow_query_resolves_within_sparks_default_analyzer_limit(tmp_path
     assert [r["source"] for r in dq] == ["4 sources", "48 sources"]
     failed = [r for r in results if r["error"]]
     assert not failed, "\n".join(f"{r['source']} {r['table']} {r['flow']} (depth {r['depth']}): {r['error']}" for r in failed)
-    wide = [r for r in results if r.get("wide") and r["flow"] != "source quarantine"]
+    wide = [r for r in results if r.get("wide") and not r["flow"].startswith("source ")]
     assert {(r["source"], r["flow"]) for r in wide} == {(s, f) for s in {histories.SOURCES[p][0] for p in PRODUCERS}
                                                          for f in ("unrouted", "silver", "quarantine", "dropped")}
-    # a batch source's quarantine view unions its tables' quarantine plans (9 tables here): it once
-    # chained them, two levels a table, and a CES source of 5 tables could not run
-    whole = {r["source"]: r for r in results if r["flow"] == "source quarantine"}
-    assert set(whole) == {histories.SOURCES[p][0] for p in ("cdc_ct", "ces", "qlik")}
-    assert all(r["bytes"] < 128 << 20 for r in whole.values()), whole  # Spark Connect's default message limit
+    # a batch source's quarantine and dropped views read each table's part by name (41 tables here):
+    # as one union of the tables' decodes, a CES source of ~30 tables was too deep for SDP, and 41
+    # change tables of 60 columns over Spark Connect's 128 MB message limit
+    whole = {(r["source"], r["flow"]): r for r in results if r["flow"].startswith("source ")}
+    assert set(whole) == {(histories.SOURCES[p][0], f) for p in ("cdc_ct", "ces", "qlik")
+                          for f in ("source quarantine", "source dropped")}
+    assert all(r["tables"] == 41 for r in whole.values()), whole
     deepest = {}  # source -> its deepest flow plan in the narrow config
     for r in results:
         if not r.get("wide") and r["flow"] != "dq_metrics":
             deepest[r["source"]] = max(deepest.get(r["source"], 0), r["depth"] or 0)
+    for r in whole.values():  # no deeper than a flow of one table, whatever the number of tables
+        assert r["depth"] is not None and r["depth"] <= deepest[r["source"]], r
+        assert r["bytes"] < 1 << 20, r
     for r in wide:  # 40 tables and 60 columns more: about as deep, and a few MB at most
         assert r["depth"] is not None and r["depth"] <= deepest[r["source"]] + 4, r
         assert r["bytes"] < 8 << 20, r

@@ -189,6 +189,7 @@ def test_the_pipeline_declarations_run_the_toy_producer(spark, tmp_path, monkeyp
     silver.createOrReplaceTempView("silver_widgets")
     assert sorted((r.op, r.key["id"]) for r in silver.collect()) == [
         ("DELETE", 2), ("INSERT", 1), ("INSERT", 2), ("UPDATE", 1)]
+    dp.queries["quarantine_shop__widgets"]().createOrReplaceTempView("quarantine_shop__widgets")  # read by name
     reasons = sorted(r.reason for r in dp.queries["quarantine_shop"]().collect())
     assert len(reasons) == 3
     assert reasons[0].startswith("envelope (toy-envelope.schema.json): ") and "'lsn' is a required property" in reasons[0]

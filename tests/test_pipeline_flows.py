@@ -22,6 +22,7 @@ import pytest
 from pyspark.pipelines.graph_element_registry import GraphElementRegistry, graph_element_registration_context
 
 import debezium_events as dbz
+import test_ces as ces_events  # its event builders (a module import: its tests are not collected here)
 from sqlcdc import pipeline, transport
 from sqlcdc.cli.run import earlier_flow_layout
 from sqlcdc.config import load_pipeline
@@ -194,3 +195,76 @@ def test_a_warehouse_with_the_earlier_quarantine_flows_is_found_for_a_refresh(tm
     for flow in ("expectations_fl_customers", "envelope_flowsrc"):
         (checkpoints / "quarantine_flowsrc" / flow / "0").mkdir(parents=True)
     assert [p.name for p in earlier_flow_layout(cfg, tmp_path / "wh")] == ["envelope_flowsrc", "expectations_fl_customers"]
+
+
+# ----------------------------------------------------------------------------- a batch source (CES)
+
+PURCHASE = dict(purchase_id=1, customer_name="Ann", product_id=7, product_name="Pen", price_per_item=3, quantity=1,
+                purchase_date="2025-03-14 17:00:00", payment_method="card")
+
+
+def _ces_config(tmp_path):
+    """A CES source of two tables, one with a quarantine and a drop rule, and its landed events."""
+    landing = tmp_path / "ces_landing"
+
+    def ins(seq: int, table: str = "Purchases", **values) -> dict:
+        row = {**PURCHASE, **values}
+        return ces_events.event("INS", table=table, current=row, pk={"purchase_id": row["purchase_id"]},
+                                lsn=f"0000002C0000040000{seq:02X}")
+
+    ces_events.land_json(landing, "events.json", [
+        ins(1),  # silver
+        ins(2, purchase_id=2, price_per_item=-1),  # quarantined by the rule positive_price
+        ins(3, purchase_id=3, quantity=3),  # dropped by the rule not_three
+        ins(4, purchase_id="four"),  # not an int: the decode rejects it
+        ins(5, table="Orders", purchase_id=10),  # silver of the second table
+        ins(6, table="Suppliers", purchase_id=20),  # no table takes it
+    ])
+    base = tmp_path / "ces_config"
+    (base / "tables").mkdir(parents=True)
+    (base / "pipeline.yml").write_text(
+        f"name: cesflows\nsources:\n  cesflows:\n    format: ces\n    landing: {landing}\n"
+        "    options: {serialization: json}\n")
+    (base / "tables" / "cf_purchases.yml").write_text(textwrap.dedent("""\
+        source: cesflows
+        name: cf_purchases
+        table: dbo.Purchases
+        keys: [purchase_id]
+        expectations:
+          - {name: positive_price, constraint: "price_per_item > 0", action: quarantine}
+          - {name: not_three, constraint: "quantity <> 3", action: drop}
+        """))
+    (base / "tables" / "cf_orders.yml").write_text("source: cesflows\nname: cf_orders\ntable: dbo.Orders\nkeys: [purchase_id]\n")
+    return base / "pipeline.yml"
+
+
+def test_a_batch_sources_views_read_each_tables_part_by_name(spark, tmp_path, monkeypatch):
+    # quarantine_<source> and dropped_<source> of a batch source (CES here) read each table's part
+    # from a temporary view: as one union of every table's decode, their plans grew past what SDP can
+    # define (a CES source of ~30 tables: tests/test_connect_resolution.py)
+    config = _ces_config(tmp_path)
+    registry = _declare(config, monkeypatch)
+    source = load_pipeline(config).sources["cesflows"]
+    views = {name for name, out in registry.outputs.items() if type(out).__name__ == "TemporaryView"}
+    assert views == {"quarantine_cesflows__cf_purchases", "quarantine_cesflows__cf_orders",
+                     "dropped_cesflows__cf_purchases"}  # a dropped part only for the table with drop rules
+    spark.sql(f"DROP TABLE IF EXISTS {source.bronze_table}")
+    transport.read_bronze(spark, source, streaming=False).write.format("delta").saveAsTable(source.bronze_table)
+    try:
+        flows = {f.name: f for f in registry.flows}
+        for view in views:  # the views as SDP would resolve them, for the source's views to read by name
+            flows[view].func().createOrReplaceTempView(view)
+        quarantine = flows["quarantine_cesflows"].func().collect()
+        dropped = flows["dropped_cesflows"].func().collect()
+        silver = {t: [r.key["purchase_id"] for r in flows[f"silver_{t}"].func().collect()] for t in ("cf_purchases", "cf_orders")}
+    finally:
+        for view in views:
+            spark.catalog.dropTempView(view)
+        spark.sql(f"DROP TABLE IF EXISTS {source.bronze_table}")
+    by_rule = sorted((r.rules[0], r.table_name or "") for r in quarantine)
+    assert by_rule == [("ces-decode", "cf_purchases"), ("ces-unrouted", ""), ("positive_price", "cf_purchases")], \
+        [(r.rules, r.table_name, r.reason) for r in quarantine]
+    assert any("four" in r.reason for r in quarantine if r.rules == ["ces-decode"])
+    assert any("dbo.Suppliers" in r.reason for r in quarantine if r.rules == ["ces-unrouted"])
+    assert [r.rules for r in dropped] == [["not_three"]]
+    assert silver == {"cf_purchases": [1], "cf_orders": [10]}

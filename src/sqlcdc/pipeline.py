@@ -9,7 +9,9 @@ table                 kind                               content
 ``silver_T``          streaming table (or materialized   canonical changes (:mod:`sqlcdc.model`)
                       view for decoders that need state)
 ``quarantine_S``      streaming table (or m. view)       records that could not become changes, with
-                                                         the reason and lineage to bronze
+                                                         the reason and lineage to bronze (a m. view
+                                                         reads each table's part from a temporary
+                                                         view: :func:`part_view`)
 ``gold_T_scd1``       applied after the run locally      current state (SCD type 1)
                       (:mod:`sqlcdc.gold`), AUTO CDC
                       target on Databricks
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
@@ -161,12 +163,7 @@ def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     def stored() -> DataFrame:
         return spark().readStream.table(source.bronze_table)
 
-    def landed() -> DataFrame:  # records; not the rows that stand for unreadable files
-        return stored().where(~is_unreadable_file())
-
-    def bronze() -> DataFrame:  # what the decoder sees: envelopes that pass their JSON Schema
-        return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
-
+    _, bronze = _readers(decoder, envelope, stored)
     for table in tables:
         _streaming_table_flows(decoder, source, table, bronze)
 
@@ -283,12 +280,7 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     def stored() -> DataFrame:
         return spark().read.table(source.bronze_table)
 
-    def landed() -> DataFrame:  # records; not the rows that stand for unreadable files
-        return stored().where(~is_unreadable_file())
-
-    def bronze() -> DataFrame:
-        return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
-
+    _, bronze = _readers(decoder, envelope, stored)
     waits = [(t, why) for t in tables if (why := waiting(t))]
     for t, why in waits:
         print(f"sqlcdc: table {t.qualified} has no silver this run ({why})", flush=True)
@@ -302,61 +294,86 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
 
     dp.materialized_view(
         name=source.quarantine_table, comment=f"Records of source {source.name} that did not become changes, with the reason."
-    )(source_quarantine_query(decoder, source, tables, columns, stored, waits))
+    )(source_quarantine_query(decoder, source, tables, stored, waits))
 
     if decoded:
         dp.materialized_view(
             name=dq_metrics.dropped_table(source),
             comment=f"Changes of source {source.name} dropped by expect_or_drop rules: lineage and rule names.",
-        )(source_dropped_query(decoder, decoded, columns, bronze))
+        )(source_dropped_query(decoded, bronze))
 
 
-def source_quarantine_query(decoder, source: SourceConfig, tables: list[TableConfig],
-                            columns_of: Callable[[TableConfig], Any], stored: Callable[[], DataFrame],
-                            waits: Sequence[tuple[TableConfig, str]] = ()) -> Callable[[], DataFrame]:
-    """The query of a batch source's ``quarantine_<source>`` materialized view: its own rejects
-    (unrouted records, unreadable files, bad envelopes), the records of tables still ``waits``-ing
-    (table, why), and every other table's quarantine. One view, so one union: balanced
-    (:func:`sqlcdc.frames.union_all`), as each table's part is a whole decode (~70-90 plan levels of
-    the 100 SDP can send) and a chain nested two levels a table (a CES source of 5 tables could not run)."""
-    envelope = expectations.envelope_schema(decoder)
-    waiting_names = {t.name for t, _ in waits}
+def _readers(decoder, envelope: dict | None,
+             stored: Callable[[], DataFrame]) -> tuple[Callable[[], DataFrame], Callable[[], DataFrame]]:
+    """``(landed, bronze)`` over a source's stored bronze: ``landed`` its records (not the rows
+    that stand for unreadable files), ``bronze`` what the decoder sees (the envelopes that pass
+    their JSON Schema, when the format has one)."""
 
-    def landed() -> DataFrame:  # records; not the rows that stand for unreadable files
+    def landed() -> DataFrame:
         return stored().where(~is_unreadable_file())
 
     def bronze() -> DataFrame:
         return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
 
+    return landed, bronze
+
+
+def part_view(kind: str, table: TableConfig) -> str:
+    """The temporary view holding ``table``'s part (``kind``: ``quarantine`` or ``dropped``) of its
+    batch source's view of that kind. Each part is a whole decode (~70-90 of the 100 plan levels
+    SDP can send for one flow, up to megabytes for a wide table), so the source's view reads the
+    parts by name and its own plan stays shallow and small whatever the number of tables: as one
+    union, a CES source of ~30 tables was too deep to define, and 41 change tables of 60 columns
+    over Spark Connect's 128 MB message limit. A temporary view is not stored: the parts cost no
+    write, and the source's view computes what it did before."""
+    return f"{kind}_{table.source.name}__{table.name}"
+
+
+def source_quarantine_query(decoder, source: SourceConfig, tables: list[TableConfig], stored: Callable[[], DataFrame],
+                            waits: Sequence[tuple[TableConfig, str]] = (),
+                            read: Callable[[str], DataFrame] | None = None) -> Callable[[], DataFrame]:
+    """The query of a batch source's ``quarantine_<source>`` materialized view: its own rejects
+    (unrouted records, unreadable files, bad envelopes), the records of tables still ``waits``-ing
+    (table, why), and every other table's quarantine, read from its :func:`part_view` (``read``, by
+    default the pipeline session's ``read.table``). One balanced union (:func:`sqlcdc.frames.union_all`)."""
+    envelope = expectations.envelope_schema(decoder)
+    landed, bronze = _readers(decoder, envelope, stored)
+    waiting_names = {t.name for t, _ in waits}
+
     def quarantine() -> DataFrame:
+        by_name = read or spark().read.table
         parts = [decoder.unrouted(bronze(), source, tables)]  # a waiting table's records are its own
         if _holds_unreadable_files(source):
             parts.append(unreadable_file_rows(stored(), source.name, decoder.name))
         if envelope:
             parts.append(expectations.invalid_envelopes(landed(), decoder, envelope, source))
         parts += [decoder.waiting(bronze(), source, table, why) for table, why in waits]
-        parts += [table_queries(decoder, table, list(columns_of(table)), bronze)["quarantine"]()
-                  for table in tables if table.name not in waiting_names]
+        parts += [by_name(part_view("quarantine", t)) for t in tables if t.name not in waiting_names]
         return frames.union_all(parts, by_name=True)  # the same columns (model.quarantine_row)
 
     return quarantine
 
 
-def source_dropped_query(decoder, decoded: list[TableConfig], columns_of: Callable[[TableConfig], Any],
-                         bronze: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+def source_dropped_query(decoded: list[TableConfig], bronze: Callable[[], DataFrame],
+                         read: Callable[[str], DataFrame] | None = None) -> Callable[[], DataFrame]:
     """The query of a batch source's ``dropped_<source>`` view: the changes of ``decoded`` tables that
-    an ``expect_or_drop`` rule removed (no rows and one cheap part when no table drops); balanced."""
+    an ``expect_or_drop`` rule removed, read from their :func:`part_view` (no rows, and no decode,
+    when no table has a drop rule)."""
 
     def dropped() -> DataFrame:
-        dropping = [t for t in decoded if expectations.drops(t)] or decoded[:1]
-        return frames.union_all([table_queries(decoder, t, list(columns_of(t)), bronze)["dropped"]() for t in dropping])
+        dropping = [t for t in decoded if expectations.drops(t)]
+        if not dropping:
+            return expectations.none_dropped(bronze(), decoded[0])
+        by_name = read or spark().read.table
+        return frames.union_all([by_name(part_view("dropped", t)) for t in dropping], by_name=True)
 
     return dropped
 
 
 def _batch_table(decoder, table: TableConfig, bronze) -> None:
     cols = list(columns(table))
-    silver = table_queries(decoder, table, cols, bronze)["silver"]
+    queries = table_queries(decoder, table, cols, bronze)
+    silver = queries["silver"]
 
     if runtime.is_databricks():  # pragma: no cover
         silver = _databricks_checked_view(decoder, table, cols, bronze, silver)
@@ -366,6 +383,13 @@ def _batch_table(decoder, table: TableConfig, bronze) -> None:
         comment=table.comment or f"Changes of {table.qualified} ({table.source.format}), canonical model.",
         table_properties=table.table_properties or None,
     )(silver)
+    dp.temporary_view(name=part_view("quarantine", table),
+                      comment=f"The part of {table.source.quarantine_table} from table {table.qualified}.")(
+        queries["quarantine"])
+    if expectations.drops(table):
+        dp.temporary_view(name=part_view("dropped", table),
+                          comment=f"The part of {dq_metrics.dropped_table(table.source)} from table {table.qualified}.")(
+            queries["dropped"])
 
 
 def _record_if_reshaped(table: TableConfig, cols: list[ColumnSpec]) -> bool:
