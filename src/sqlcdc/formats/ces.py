@@ -382,7 +382,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     reason = F.when(
         ~schema_ok,
         F.concat(F.lit("data: "), F.coalesce(schema_msg, F.array_join(F.col("_data_violations"), "; "))),
-    ).otherwise(F.array_join(F.col("_problems"), "; "))
+    ).otherwise(F.array_join(F.array_distinct(F.col("_problems")), "; "))  # pkkey and current may say the same
     rules = F.when(~schema_ok, F.transform(F.col("_data_violations"), lambda r: F.concat(F.lit("ces-data "), r))).otherwise(
         F.array(F.lit("ces-decode"))
     )
