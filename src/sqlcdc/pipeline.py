@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sqlcdc import dq_metrics, expectations, formats, frames, gold, reshape, runtime, transport
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
-from sqlcdc.formats.base import is_unreadable_file, unreadable_file_rows
+from sqlcdc.formats.base import is_unreadable_file, one_scan_per_source, unreadable_file_rows
 from sqlcdc.values import ColumnSpec
 
 CONFIG_CONF = "sqlcdc.config"
@@ -137,14 +137,16 @@ def _bronze(source: SourceConfig) -> None:
 def declare_silver(cfg: PipelineConfig) -> None:
     """Per table, silver changes (expectation-checked); per source, a quarantine table for what could
     not be decoded or failed a quarantine rule and a ``dropped_`` table for expect_or_drop; and the
-    ``dq_metrics`` materialized view over them (:mod:`sqlcdc.dq_metrics`)."""
-    for source in cfg.sources.values():
-        tables = cfg.tables_of(source.name)
-        if formats.get(source.format).streaming:
-            _streaming_silver(source, tables)
-        else:
-            _batch_silver(source, tables)
-    dq_metrics.declare(ready(cfg), columns)
+    ``dq_metrics`` materialized view over them (:mod:`sqlcdc.dq_metrics`). Columns and keys found
+    in what has landed are looked up with one scan of each source (:func:`~sqlcdc.formats.base.one_scan_per_source`)."""
+    with one_scan_per_source():
+        for source in cfg.sources.values():
+            tables = cfg.tables_of(source.name)
+            if formats.get(source.format).streaming:
+                _streaming_silver(source, tables)
+            else:
+                _batch_silver(source, tables)
+        dq_metrics.declare(ready(cfg), columns)
 
 
 def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:

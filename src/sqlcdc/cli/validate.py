@@ -125,13 +125,16 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
     except ConfigError as e:
         problems += e.problems
         cfg = e.config  # the tables that did load: their SQL is still worth checking, all in one report
-    if cfg is not None and check_sql and _has_sql(cfg):
-        if spark is None:
-            spark = _spark()
-        problems += expression_problems(cfg, spark)
-    if cfg is not None:
-        problems += landing_problems(cfg)
-        problems += key_discovery_problems(cfg, spark if check_sql else None, start_spark=check_sql, notes=notes)
+    from sqlcdc.formats.base import one_scan_per_source
+
+    with one_scan_per_source():  # columns and keys found in what landed: one scan of each source
+        if cfg is not None and check_sql and _has_sql(cfg):
+            if spark is None:
+                spark = _spark()
+            problems += expression_problems(cfg, spark)
+        if cfg is not None:
+            problems += landing_problems(cfg)
+            problems += key_discovery_problems(cfg, spark if check_sql else None, start_spark=check_sql, notes=notes)
     if bundle is not None:
         from sqlcdc.bundle import bundle_problems, dashboard_files, deployed_config
         from sqlcdc.lakeview import stale_problems

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats._ces_events import _routes, events
+from sqlcdc.formats.base import scanned
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.values import ColumnSpec
 
@@ -82,17 +83,31 @@ def cols_problem(cols: Column) -> Column:
     return F.when(cols.isNotNull(), frames.let(joined, lambda j: F.when(j != "", j)))
 
 
+def _source_shapes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
+    """One row per table name (``src_db``, ``src_schema``, ``src_table`` as the events spell them)
+    and distinct ``eventsource.cols`` of the source's schema-valid events: the first and last commit
+    position it was seen at and the ``pkkey`` names at the last. A scan of all of bronze, done once
+    for all of the source's tables (:func:`sqlcdc.formats.base.scanned`)."""
+    ev = frames.where(events(bronze, source), (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull()
+                      & F.col("commit_lsn").isNotNull(), "_shaped")
+    pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).alias("seq"))
+    return (
+        ev.select("src_db", "src_schema", "src_table", "src_cols", pos.alias("pos"),
+                  F.transform("pkkey", lambda p: p["name"]).alias("pk_names"))
+        .groupBy("src_db", "src_schema", "src_table", "src_cols")
+        .agg(F.min("pos").alias("first"), F.max("pos").alias("last"), F.max_by("pk_names", "pos").alias("pk_names"))
+    )
+
+
 def _shapes(bronze: DataFrame, table: TableConfig) -> list[Any]:
     """One row per distinct ``eventsource.cols`` of the table's schema-valid events: the first and
     last commit position it was seen at, its problem (:func:`cols_problem`) and the latest ``pkkey``
-    names. One Spark job; few rows (a table has few shapes)."""
-    ev = frames.where(events(bronze, table.source), _routes(table) & (F.size("_data_violations") == 0)
-                      & F.col("src_cols").isNotNull() & F.col("commit_lsn").isNotNull(), "_shaped")
-    pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).alias("seq"))
+    names. One Spark job over the source's shapes (:func:`_source_shapes`); few rows."""
+    shapes = scanned(("ces-shapes", table.source.name), lambda: _source_shapes(bronze, table.source))
     return (
-        ev.select("src_cols", pos.alias("pos"), F.transform("pkkey", lambda p: p["name"]).alias("pk_names"))
+        frames.where(shapes, _routes(table), "_routed")
         .groupBy("src_cols")
-        .agg(F.min("pos").alias("first"), F.max("pos").alias("last"), F.max_by("pk_names", "pos").alias("pk_names"))
+        .agg(F.min("first").alias("first"), F.max("last").alias("last"), F.max_by("pk_names", "last").alias("pk_names"))
         .select("src_cols", "first", "last", "pk_names", cols_problem(F.col("src_cols")).alias("problem"))
         .collect()
     )

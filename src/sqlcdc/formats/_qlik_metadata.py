@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig, resolve_path
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
-from sqlcdc.formats.base import BRONZE_SCHEMA, read_text_lines
+from sqlcdc.formats.base import BRONZE_SCHEMA, read_text_lines, scanned
 from sqlcdc.names import DELTA_BAD_NAME_RE
 
 __all__ = ["COLUMN_STRUCT", "discover", "metadata_landing", "metadata_versions"]
@@ -248,7 +248,7 @@ def discover(spark: SparkSession, source: SourceConfig) -> DataFrame:
 def _versions_of(table: TableConfig, source: SourceConfig, spark: SparkSession | None) -> list[dict[str, Any]]:
     """Every metadata version of ``table``, oldest first, each with its ``problem`` (NULL: usable)."""
     spark = spark or SparkSession.active()
-    tv = _table_versions(discover(spark, source), table)
+    tv = _table_versions(scanned(("qlik-metadata", source.name), lambda: discover(spark, source)), table)
     fields = ("schema", "table", "version", "schema_id", "server", "task", "timestamp", "cols")
     relevant = [c["name"] for c in table.columns] if table.columns else None
     cat = _versions_with_problems(tv, fields, table.qualified, relevant).select(F.explode("_versions").alias("v"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import hashlib
 import json
@@ -11,7 +12,7 @@ import re
 import zlib
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Hashable, Iterator
 from urllib.parse import quote, unquote
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -286,3 +287,38 @@ def landed_folder(path: Column) -> Column:
     """The name of the folder a landed file is in (URL-decoded), e.g. the capture instance or topic
     a landing names its folders after; empty when the path has no folder."""
     return F.url_decode(F.regexp_extract(path, r"([^/]+)/[^/]+/*$", 1))
+
+
+# --- discovery: one scan of a source for all of its tables ---------------------------------------
+
+_scans: dict[Hashable, DataFrame] | None = None
+
+
+@contextlib.contextmanager
+def one_scan_per_source() -> Iterator[None]:
+    """Within this block, :func:`scanned` runs each discovery scan once and keeps its (few) rows.
+
+    Decoders that find a table's columns or keys in what has landed (Qlik metadata messages, CES
+    ``eventsource.cols``) scan the source's landing folder or topic for it. Without this, that was
+    one whole scan per table at pipeline definition: a source of 40 tables over a long history read
+    it 40 times before any flow started. ``pipeline.declare_silver`` and ``sqlcdc validate`` declare
+    all tables inside one block; a call outside it scans each time (what was landed may change)."""
+    global _scans
+    outer = _scans
+    _scans = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _scans = outer
+
+
+def scanned(key: Hashable, scan: Callable[[], DataFrame]) -> DataFrame:
+    """``scan()``, an aggregate of a source's landed records (a few rows per table). Inside
+    :func:`one_scan_per_source`, computed once per ``key`` and held as a local relation, so each
+    table's lookup afterwards reads those rows, not the landing."""
+    if _scans is None:
+        return scan()
+    if key not in _scans:
+        frame = scan()
+        _scans[key] = frame.sparkSession.createDataFrame(frame.collect(), frame.schema)
+    return _scans[key]
