@@ -70,19 +70,25 @@ def _config(tmp_path):
     landing = tmp_path / "landing"
     landing.mkdir()
     (landing / "events-1.json").write_text("\n".join(RECORDS) + "\n")
-    base = tmp_path / "config"
+    return _project(tmp_path / "config", f"name: flows\nsources:\n  flowsrc:\n    format: debezium\n    landing: {landing}\n", {
+        "fl_customers": """\
+            source: flowsrc
+            name: fl_customers
+            table: dbo.customers
+            keys: [id]
+            expectations:
+              - {name: has_email, constraint: "email IS NOT NULL", action: quarantine}
+              - {name: not_three, constraint: "id <> 3", action: drop}
+            """,
+        "fl_orders": "source: flowsrc\nname: fl_orders\ntable: dbo.orders\nkeys: [id]\n"})
+
+
+def _project(base, pipeline_yml: str, tables: dict[str, str]):
+    """A config folder at ``base``: ``pipeline.yml`` and ``tables/<name>.yml`` (name -> YAML text)."""
     (base / "tables").mkdir(parents=True)
-    (base / "pipeline.yml").write_text(f"name: flows\nsources:\n  flowsrc:\n    format: debezium\n    landing: {landing}\n")
-    (base / "tables" / "fl_customers.yml").write_text(textwrap.dedent("""\
-        source: flowsrc
-        name: fl_customers
-        table: dbo.customers
-        keys: [id]
-        expectations:
-          - {name: has_email, constraint: "email IS NOT NULL", action: quarantine}
-          - {name: not_three, constraint: "id <> 3", action: drop}
-        """))
-    (base / "tables" / "fl_orders.yml").write_text("source: flowsrc\nname: fl_orders\ntable: dbo.orders\nkeys: [id]\n")
+    (base / "pipeline.yml").write_text(pipeline_yml)
+    for name, text in tables.items():
+        (base / "tables" / f"{name}.yml").write_text(textwrap.dedent(text))
     return base / "pipeline.yml"
 
 
@@ -220,22 +226,18 @@ def _ces_config(tmp_path):
         ins(5, table="Orders", purchase_id=10),  # silver of the second table
         ins(6, table="Suppliers", purchase_id=20),  # no table takes it
     ])
-    base = tmp_path / "ces_config"
-    (base / "tables").mkdir(parents=True)
-    (base / "pipeline.yml").write_text(
-        f"name: cesflows\nsources:\n  cesflows:\n    format: ces\n    landing: {landing}\n"
-        "    options: {serialization: json}\n")
-    (base / "tables" / "cf_purchases.yml").write_text(textwrap.dedent("""\
-        source: cesflows
-        name: cf_purchases
-        table: dbo.Purchases
-        keys: [purchase_id]
-        expectations:
-          - {name: positive_price, constraint: "price_per_item > 0", action: quarantine}
-          - {name: not_three, constraint: "quantity <> 3", action: drop}
-        """))
-    (base / "tables" / "cf_orders.yml").write_text("source: cesflows\nname: cf_orders\ntable: dbo.Orders\nkeys: [purchase_id]\n")
-    return base / "pipeline.yml"
+    return _project(tmp_path / "ces_config", f"name: cesflows\nsources:\n  cesflows:\n    format: ces\n"
+                    f"    landing: {landing}\n    options: {{serialization: json}}\n", {
+        "cf_purchases": """\
+            source: cesflows
+            name: cf_purchases
+            table: dbo.Purchases
+            keys: [purchase_id]
+            expectations:
+              - {name: positive_price, constraint: "price_per_item > 0", action: quarantine}
+              - {name: not_three, constraint: "quantity <> 3", action: drop}
+            """,
+        "cf_orders": "source: cesflows\nname: cf_orders\ntable: dbo.Orders\nkeys: [purchase_id]\n"})
 
 
 def test_a_batch_sources_views_read_each_tables_part_by_name(spark, tmp_path, monkeypatch):
