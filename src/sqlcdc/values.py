@@ -105,6 +105,23 @@ _TS_RANGE = {
     "timestamp": ("TIMESTAMP'0001-01-01 00:00:00+00:00'", "TIMESTAMP'9999-12-31 23:59:59.999999+00:00'"),
 }
 _OUT_OF_RANGE_DATE = "outside SQL Server's range (year 1..9999)"
+# Spark's cast reads much more than SQL Server writes, and drops what it cannot keep: "2024" is
+# 2024-01-01, a time of day cast to a date is cut off, and a UTC offset cast to timestamp_ntz is
+# ignored (13:14+05:00 becomes 13:14). Date and time text must therefore have SQL Server's shape
+# first: a whole date (years of more than 4 digits reach the range check), a time of day only
+# where the type keeps it (a date allows midnight), an offset only for ``timestamp``.
+_YMD = r"^\s*[+-]?[0-9]{4,}-[0-9]{1,2}-[0-9]{1,2}"
+_CLOCK = r"[ T][0-9]{1,2}:[0-9]{2}(:[0-9]{2}(\.[0-9]*)?)?"
+_ZONE = r"\s*(Z|[+-][0-9]{2}(:?[0-9]{2})?|UTC|GMT)"
+_TEMPORAL_TEXT = {
+    "date": (_YMD + r"([ T]0{1,2}:00(:00(\.0*)?)?)?\s*$",
+             "not a whole date yyyy-mm-dd (a partial date, a time of day or a UTC offset would be lost)"),
+    "timestamp_ntz": (_YMD + f"({_CLOCK})?" + r"\s*$",
+                      "not a date and time without offset, yyyy-mm-dd hh:mm:ss[.fffffff] (a partial date would "
+                      "become January 1, a UTC offset would be dropped)"),
+    "timestamp": (_YMD + f"({_CLOCK}({_ZONE})?)?" + r"\s*$",
+                  "not a date and time yyyy-mm-dd hh:mm:ss[.fffffff][ +hh:mm] (a partial date would become January 1)"),
+}
 #: Unsigned source types (CES ``tinyint``, Qlik ``UINT*``) land in a wider signed Spark type:
 #: their range is checked, so -1 or 256 is a quarantine, not a value.
 _UNSIGNED_MAX = {"tinyint": 255, "uint1": 255, "uint2": 65535, "uint4": 4294967295, "uint8": 18446744073709551615}
@@ -128,10 +145,16 @@ def in_sql_server_range(ts: Column) -> Column:
     return F.when(ts.between(F.expr(lo), F.expr(hi)), ts)
 
 
+def time_text(text: Column) -> Column:
+    """``text`` when it has the shape of a date and time (``yyyy-mm-dd[ hh:mm:ss[.f]][ +hh:mm]``), else
+    NULL: Spark's cast would read "2024" as its January 1."""
+    return F.when(text.rlike(_TEMPORAL_TEXT["timestamp"][0]), text)
+
+
 def commit_time(text: Column) -> Column:
-    """A producer's commit-time text -> timestamp; NULL when it does not read or is outside year
-    1..9999 (:func:`in_sql_server_range`)."""
-    return in_sql_server_range(text.try_cast("timestamp"))
+    """A producer's commit-time text -> timestamp; NULL when it is not a date and time
+    (:func:`time_text`), does not read, or is outside year 1..9999 (:func:`in_sql_server_range`)."""
+    return in_sql_server_range(time_text(text).try_cast("timestamp"))
 
 
 def _integral(raw: Column) -> Column:
@@ -274,6 +297,9 @@ def _convert(raw: Column, spec: ColumnSpec) -> Column:
             return F.when(low.isin("true", "1"), F.lit(True)).when(low.isin("false", "0"), F.lit(False))
         if _decimal_type(t):
             return _exact_decimal(raw, t)
+        shape = _TEMPORAL_TEXT.get(_base_type(t))
+        if shape is not None:
+            return F.when(raw.rlike(shape[0]), raw.try_cast(t))
         return raw.try_cast(t)
     if enc == "base64":
         return F.when(raw.rlike(r"^[A-Za-z0-9+/]*={0,2}$"), F.try_to_binary(raw, F.lit("base64")))
@@ -339,6 +365,9 @@ def _problem(raw: Column, spec: ColumnSpec) -> Column:
                                          F.lit(f"unscaled value out of range for {spec.spark_type}")))
     elif t == "date" or t in _TS_RANGE:
         out = F.when(converted.isNotNull() & ~domain, F.lit(_OUT_OF_RANGE_DATE))
+        if enc == "text" and t in _TEMPORAL_TEXT:
+            pattern, message = _TEMPORAL_TEXT[t]
+            out = F.when(~raw.rlike(pattern), F.lit(message)).otherwise(out)
     elif t in ("float", "double", "real"):
         out = F.when(F.isnan(converted), F.lit("NaN is not a SQL Server float value")).when(
             converted.isNotNull() & ~domain, F.lit("±Infinity (or an overflow) is not a SQL Server float value"))

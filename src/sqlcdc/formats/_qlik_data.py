@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
-from sqlcdc.values import in_sql_server_range
+from sqlcdc.values import in_sql_server_range, time_text
 
 __all__ = ["SEQUENCE_WIDTH"]
 
@@ -102,6 +102,7 @@ def _sequence_problem(op: Column, seq: Column) -> Column:
 
 def _utc(ts: Column) -> Column:
     """Replicate's UTC time text (``2023-09-11T03:23:25.000``) -> timestamp, whatever the session zone."""
+    ts = time_text(ts)
     ntz = ts.try_cast("timestamp_ntz")
     out = F.coalesce(
         F.convert_timezone(F.lit("UTC"), F.current_timezone(), ntz).try_cast("timestamp"),
