@@ -287,6 +287,26 @@ def _pk_value(name: str) -> Column:
     return F.get(F.filter(F.col("pkkey"), lambda p: p["name"] == F.lit(name)), 0)["value"]
 
 
+def _key_disagrees(key: str) -> Column:
+    """Why the row image disagrees with ``pkkey`` on ``key``, else NULL.
+
+    The key comes from ``pkkey`` and the values from the image (``current``; ``old`` for a DEL):
+    an image giving the key column NULL or another value would reach silver as a row whose key
+    is not its own. An image without the column, or whose value does not read (said already),
+    is not compared."""
+    is_del = F.col("operation") == "DEL"
+    image = F.when(is_del, F.col("_old")).otherwise(F.col("_cur"))
+    typed = F.when(is_del, F.col("_before")[key]).otherwise(F.col("_after")[key])
+    raw = image[key]
+    return F.when(
+        F.array_contains(F.map_keys(image), key) & (raw.isNull() | typed.isNotNull())
+        & ~typed.eqNullSafe(F.col("_key")[key]),
+        F.format_string("key column %s: pkkey gives %s, eventrow.%s %s", F.lit(key),
+                        F.to_json(F.array(_pk_value(key))), F.when(is_del, "old").otherwise("current"),
+                        F.to_json(F.array(raw))),
+    )
+
+
 def _image_map(text: Column) -> Column:
     """``eventrow.old``/``current`` text -> MAP<STRING,STRING> (NULL when not a JSON object)."""
     return F.try_variant_get(F.try_parse_json(text), "$", "map<string,string>")

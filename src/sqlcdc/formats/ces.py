@@ -98,7 +98,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats._ces_events import DATA_SCHEMA, DEFAULT_SPLIT_TIMEOUT, ENVELOPE_SCHEMA, _groups, _image_map  # noqa: F401
-from sqlcdc.formats._ces_events import _pk_value, _routes, disposition, envelopes, events, split_timeout_seconds
+from sqlcdc.formats._ces_events import _key_disagrees, _pk_value, _routes, disposition, envelopes, events, split_timeout_seconds
 from sqlcdc.formats._ces_events import routed, transaction_marks
 from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
 from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
@@ -333,6 +333,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         ),
         F.col("_key_missing"),
         F.col("_key_err"),
+        F.array(*[_key_disagrees(k) for k in keys if k in by_name]),
         value_reasons,
     )
     problems = F.filter(problems, lambda p: p.isNotNull())
