@@ -212,6 +212,51 @@ def test_a_discovered_column_name_delta_cannot_store_is_a_config_error_naming_it
         debezium.columns_for(table, src)
 
 
+def _with_schema_fields(change) -> dict:
+    """The seed event with ``change(fields)`` applied to its before/after schema field lists."""
+    ev = seed_event()
+    for f in ev["schema"]["fields"]:
+        if f["field"] in ("before", "after"):
+            change(f["fields"])
+    return ev
+
+
+HOSTILE_SCHEMAS = {  # what one envelope's Connect schema says -> what discovery names
+    "a name Delta cannot store": (lambda fs: fs.append({"type": "string", "field": "order date"}),
+                                  "names column(s) 'order date' with a character Delta cannot store"),
+    "names equal but for case": (lambda fs: fs.append({"type": "int32", "field": "ID"}),
+                                 "names columns equal but for case (id, ID)"),
+    "an empty name": (lambda fs: fs.append({"type": "string", "field": ""}), "has a column without a name"),
+    "a field without a name": (lambda fs: fs.append({"type": "string"}), "does not read (KeyError"),
+    "a decimal Spark cannot hold": (lambda fs: fs.append({
+        "type": "bytes", "field": "big", "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": "2", "connect.decimal.precision": "50"}}), "declares column big as decimal(50,2)"),
+    "a scale that is not a number": (lambda fs: fs.append({
+        "type": "bytes", "field": "p", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "x"}}),
+        "does not read (ValueError"),
+    "fields not a list of objects": (lambda fs: fs.append("oops"), "does not read (TypeError"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_SCHEMAS))
+def test_one_hostile_schema_envelope_is_passed_over_and_named_when_no_other_defines_the_table(tmp_path, kind):
+    """Producer metadata cannot stop a run: discovery took the first schema-bearing envelope, and one
+    with such a schema raised a config error (a Delta name), or failed mid-run (names equal but for
+    case, decimal(50,2)), or raised KeyError/ValueError (a field without a name, a bad scale)."""
+    from sqlcdc.config import ConfigError
+
+    change, named = HOSTILE_SCHEMAS[kind]
+    src = SourceConfig(name="inventory", format="debezium", landing=str(tmp_path))
+    table = TableConfig(name="customers", source=src, schema="dbo", table="customers", keys=("id",), file="t/customers.yml")
+    (tmp_path / "a.json").write_text(json.dumps(_with_schema_fields(change)) + "\n")
+    with pytest.raises(ConfigError) as e:
+        debezium.columns_for(table, src)
+    assert f"t/customers.yml:1: columns: the Debezium schema of dbo.customers {named}" in str(e.value)
+    assert f"at {tmp_path / 'a.json'}:1" in str(e.value)
+    (tmp_path / "b.json").write_text(json.dumps(seed_event()) + "\n")  # a usable one lands later
+    assert [c.name for c in debezium.columns_for(table, src)] == ["id", "first_name", "last_name", "email"]
+
+
 def test_apply_frame_turns_a_key_change_into_delete_plus_upsert(spark):
     """CT/Qlik-style key change (one UPDATE, before key != after key) -> DELETE old + UPSERT new."""
     ev = event("u", before=customer(1, "a", "b"), after=customer(2, "a", "b"), commit_lsn=lsn(5, 1, 1), change_lsn=lsn(5, 1, 1))

@@ -50,16 +50,16 @@ Example::
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc import dlt_meta, frames, lsn, model, names
+from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_tx
+from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
 from sqlcdc.formats.base import one_json_value, read_text_lines, record_id
 from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, split_value_errors, typed_struct
 
@@ -366,10 +366,13 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
 
 def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[ColumnSpec]:
     """The table's typed columns: from ``columns:`` in its config, else from the first envelope in
-    the landing folder that carries a Kafka Connect schema for it."""
+    the landing folder that carries a usable Kafka Connect schema for it (:mod:`._connect_discovery`)."""
     if table.columns:
         return [spec_from_config(c) for c in table.columns]
-    found = discover_schema(source.landing, table) if source.landing else None
+    rejected: list[tuple[str, str]] = []
+    found = discover_schema(source.landing, table, rejected=rejected) if source.landing else None
+    if found is None and rejected:
+        raise no_usable_schema(table, rejected)
     if found is None:
         raise ConfigError(
             [
@@ -378,53 +381,17 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
                 "(name and type per column) to the table config"
             ]
         )
-    bad = [c.name for c in found if names.unstorable(c.name)]
-    if bad:
-        raise ConfigError(
-            [
-                f"{table.file}:1: columns: the Debezium schema of {table.qualified} names column(s) "
-                f"{', '.join(map(repr, bad))} with a character Delta cannot store in a column name (space , ; "
-                "{ } ( ) newline tab = or a backtick); give `columns:` without them (their values are then not "
-                "landed) or rename them at the source"
-            ]
-        )
     return found
 
 
 def discover_schema(landing: str, table: TableConfig, max_lines_per_file: int = 1000,
-                    read_line: Callable[[str, Path], list[ColumnSpec] | None] | None = None) -> list[ColumnSpec] | None:
-    """Scan landed files (plain local folders) for a schema-bearing envelope of ``table``;
-    ``read_line(line, file)`` reads one line (default: a full envelope's ``before``/``after`` schema)."""
-    read_line = read_line or (lambda line, _: _schema_in_line(line, table))
-    root = Path(landing)
-    if not root.is_dir():
-        return None
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))):
-        try:
-            with path.open(encoding="utf-8", errors="replace") as fh:
-                for i, line in enumerate(fh):
-                    if i >= max_lines_per_file:
-                        break
-                    specs = read_line(line, path)
-                    if specs:
-                        return specs
-        except OSError:
-            continue
-    return None
-
-
-def schema_envelope(line: str) -> tuple[dict, dict] | None:
-    """``(schema, payload)`` of a landed line ``{"schema": {...}, "payload": {...}}``; None for any
-    other line (without a schema, not JSON, nested too deep)."""
-    line = line.strip()
-    if not line.startswith("{") or '"schema"' not in line:
-        return None
-    try:
-        doc = json.loads(line)
-    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than Python's stack
-        return None
-    schema, payload = (doc.get("schema"), doc.get("payload")) if isinstance(doc, dict) else (None, None)
-    return (schema, payload) if isinstance(schema, dict) and isinstance(payload, dict) else None
+                    read_line: Callable[[str, Path], list[ColumnSpec] | None] | None = None,
+                    rejected: list[tuple[str, str]] | None = None) -> list[ColumnSpec] | None:
+    """Scan landed files (plain local folders) for a schema-bearing envelope of ``table`` whose
+    schema can define it; ``read_line(line, file)`` reads one line (default: a full envelope's
+    ``before``/``after`` schema). Unusable schemas are passed over, and listed in ``rejected``."""
+    return first_usable_schema(landing, read_line or (lambda line, _: _schema_in_line(line, table)),
+                               max_lines_per_file=max_lines_per_file, rejected=rejected)
 
 
 def _schema_in_line(line: str, table: TableConfig) -> list[ColumnSpec] | None:

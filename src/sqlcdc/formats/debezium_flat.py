@@ -52,6 +52,7 @@ from pyspark.sql import functions as F
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats import debezium as dbz
+from sqlcdc.formats._connect_discovery import no_usable_schema, schema_envelope
 from sqlcdc.formats.base import landed_folder, one_json_value
 from sqlcdc.values import ColumnSpec
 
@@ -139,8 +140,11 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     if table.columns:
         return [dbz.spec_from_config(c) for c in table.columns]
     p = prefix_of(source)
+    rejected: list[tuple[str, str]] = []
     found = dbz.discover_schema(source.landing, table, read_line=lambda line, path: _schema_in_line(
-        line, table, p, path.parent.name)) if source.landing else None
+        line, table, p, path.parent.name), rejected=rejected) if source.landing else None
+    if found is None and rejected:
+        raise no_usable_schema(table, rejected)
     if found is None:
         raise ConfigError([
             f"{table.file}:1: columns: table {table.qualified} has no `columns:` and no flattened record with a schema "
@@ -152,7 +156,7 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
 def _schema_in_line(line: str, table: TableConfig, p: str, folder: str = "") -> list[ColumnSpec] | None:
     """The columns of a ``{"schema", "payload"}`` line of ``table``: named by ``<p>table`` (and
     ``<p>schema``) in the payload, else by the folder the file landed in (named after its topic)."""
-    found = dbz.schema_envelope(line)
+    found = schema_envelope(line)
     if found is None:
         return None
     schema, payload = found
