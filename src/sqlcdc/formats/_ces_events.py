@@ -293,7 +293,8 @@ def _key_disagrees(key: str) -> Column:
     The key comes from ``pkkey`` and the values from the image (``current``; ``old`` for a DEL):
     an image giving the key column NULL or another value would reach silver as a row whose key
     is not its own. An image without the column, or whose value does not read (said already),
-    is not compared."""
+    is not compared. Reads the columns :func:`sqlcdc.formats.ces.decode` has set by then: the image
+    maps ``_old``/``_cur``, their typed structs ``_before``/``_after`` and the typed ``_key``."""
     is_del = F.col("operation") == "DEL"
     image = F.when(is_del, F.col("_old")).otherwise(F.col("_cur"))
     typed = F.when(is_del, F.col("_before")[key]).otherwise(F.col("_after")[key])
