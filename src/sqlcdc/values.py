@@ -122,6 +122,14 @@ _TEMPORAL_TEXT = {
     "timestamp": (_YMD + f"({_CLOCK}({_ZONE})?)?" + r"\s*$",
                   "not a date and time yyyy-mm-dd hh:mm:ss[.fffffff][ +hh:mm] (a partial date would become January 1)"),
 }
+#: SQL Server types kept as text in silver (Delta has no TIME or GUID type) whose text has a shape:
+#: other text there is not a value of the type, and is quarantined like an unreadable number.
+_STRING_SHAPE = {
+    "time": (r"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,7})?)?$",
+             "not a time of day hh:mm:ss[.fffffff] within 00:00:00..23:59:59.9999999"),
+    "uniqueidentifier": (r"^\{?[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\}?$",
+                         "not a uniqueidentifier (8-4-4-4-12 hex digits)"),
+}
 #: Unsigned source types (CES ``tinyint``, Qlik ``UINT*``) land in a wider signed Spark type:
 #: their range is checked, so -1 or 256 is a quarantine, not a value.
 _UNSIGNED_MAX = {"tinyint": 255, "uint1": 255, "uint2": 65535, "uint4": 4294967295, "uint8": 18446744073709551615}
@@ -275,6 +283,9 @@ def _in_domain(typed: Column, spec: ColumnSpec) -> Column:
         checks.append(~F.isnan(typed) & (F.abs(typed) != F.lit(_INF)))
     elif t == "string" and spec.encoding == "text":
         checks.append(~typed.contains("\ufffd"))
+        shape = _STRING_SHAPE.get(_source_base(spec))
+        if shape is not None:
+            checks.append(typed.rlike(shape[0]))
     unsigned = _UNSIGNED_MAX.get(_source_base(spec))
     if unsigned is not None:
         checks.append(typed.between(F.lit(0), _dec(unsigned)))
@@ -372,8 +383,11 @@ def _problem(raw: Column, spec: ColumnSpec) -> Column:
         out = F.when(F.isnan(converted), F.lit("NaN is not a SQL Server float value")).when(
             converted.isNotNull() & ~domain, F.lit("±Infinity (or an overflow) is not a SQL Server float value"))
     elif t == "string" and enc == "text":
-        out = F.when(converted.isNotNull() & ~domain,
+        out = F.when(converted.contains("\ufffd"),
                      F.lit("text holds U+FFFD: invalid UTF-8 (or a lone surrogate) was replaced when read"))
+        shape = _STRING_SHAPE.get(_source_base(spec))
+        if shape is not None:
+            out = F.coalesce(out, F.when(~converted.rlike(shape[0]), F.lit(shape[1])))
     if unsigned is not None:
         out = F.coalesce(out, F.when(converted.isNotNull() & ~domain, F.lit(f"outside 0..{unsigned} for {spec.source_type}")))
     return out
