@@ -369,10 +369,7 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     the landing folder that carries a usable Kafka Connect schema for it (:mod:`._connect_discovery`)."""
     if table.columns:
         return [spec_from_config(c) for c in table.columns]
-    rejected: list[tuple[str, str]] = []
-    found = discover_schema(source.landing, table, rejected=rejected) if source.landing else None
-    if found is None and rejected:
-        raise no_usable_schema(table, rejected)
+    found = discover_schema(source.landing, table) if source.landing else None
     if found is None:
         raise ConfigError(
             [
@@ -385,13 +382,17 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
 
 
 def discover_schema(landing: str, table: TableConfig, max_lines_per_file: int = 1000,
-                    read_line: Callable[[str, Path], list[ColumnSpec] | None] | None = None,
-                    rejected: list[tuple[str, str]] | None = None) -> list[ColumnSpec] | None:
+                    read_line: Callable[[str, Path], list[ColumnSpec] | None] | None = None) -> list[ColumnSpec] | None:
     """Scan landed files (plain local folders) for a schema-bearing envelope of ``table`` whose
     schema can define it; ``read_line(line, file)`` reads one line (default: a full envelope's
-    ``before``/``after`` schema). Unusable schemas are passed over, and listed in ``rejected``."""
-    return first_usable_schema(landing, read_line or (lambda line, _: _schema_in_line(line, table)),
-                               max_lines_per_file=max_lines_per_file, rejected=rejected)
+    ``before``/``after`` schema). None when no envelope of the table has a schema; unusable schemas
+    are passed over, and if every one found is unusable, :class:`ConfigError` names the first."""
+    rejected: list[tuple[str, str]] = []
+    found = first_usable_schema(landing, read_line or (lambda line, _: _schema_in_line(line, table)),
+                                max_lines_per_file=max_lines_per_file, rejected=rejected)
+    if found is None and rejected:
+        raise no_usable_schema(table, rejected)
+    return found
 
 
 def _schema_in_line(line: str, table: TableConfig) -> list[ColumnSpec] | None:

@@ -52,7 +52,7 @@ from pyspark.sql import functions as F
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats import debezium as dbz
-from sqlcdc.formats._connect_discovery import no_usable_schema, schema_envelope
+from sqlcdc.formats._connect_discovery import schema_envelope
 from sqlcdc.formats.base import landed_folder, one_json_value
 from sqlcdc.values import ColumnSpec
 
@@ -140,11 +140,8 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     if table.columns:
         return [dbz.spec_from_config(c) for c in table.columns]
     p = prefix_of(source)
-    rejected: list[tuple[str, str]] = []
     found = dbz.discover_schema(source.landing, table, read_line=lambda line, path: _schema_in_line(
-        line, table, p, path.parent.name), rejected=rejected) if source.landing else None
-    if found is None and rejected:
-        raise no_usable_schema(table, rejected)
+        line, table, p, path.parent.name)) if source.landing else None
     if found is None:
         raise ConfigError([
             f"{table.file}:1: columns: table {table.qualified} has no `columns:` and no flattened record with a schema "
