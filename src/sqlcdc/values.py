@@ -361,8 +361,10 @@ def _problem(raw: Column, spec: ColumnSpec) -> Column:
     t = _base_type(spec.spark_type)
     enc = spec.encoding
     unsigned = _UNSIGNED_MAX.get(_source_base(spec))
-    if unsigned is not None or t == "date" or t in _TS_RANGE or t in ("float", "double", "real", "string"):
+    ranged = unsigned is not None or t == "date" or t in _TS_RANGE or t in ("float", "double", "real")
+    if ranged or t == "string":
         converted = _convert(raw, spec)
+    if ranged:
         domain = _in_domain(converted, spec)
     out = F.lit(None).cast("string")
     if enc in ("epoch_day", "epoch_millis", "epoch_micros", "epoch_nanos"):
