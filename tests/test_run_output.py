@@ -22,6 +22,7 @@ def test_run_prints_one_line_per_flow_when_it_ends():
 2026-11-24 11:33:46: Starting run...
 2026-11-24 11:33:55: Flow spark_catalog.default.bronze_erp is QUEUED.
 2026-11-24 11:33:55: Flow spark_catalog.default.silver_orders is QUEUED.
+2026-11-24 11:33:55: Flow 'spark_catalog.default.silver_customers' is EXCLUDED.
 2026-11-24 11:33:58: Flow spark_catalog.default.bronze_erp is STARTING.
 2026-11-24 11:33:59: Flow spark_catalog.default.bronze_erp is RUNNING.
 2026-11-24 11:34:02: Flow spark_catalog.default.bronze_erp has COMPLETED.

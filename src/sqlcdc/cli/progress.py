@@ -74,7 +74,9 @@ class RunProgress:
             return [] if text.startswith(self._QUIET) else [text]
         stamp, name, state, rest = m.groups()
         at = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S"))
-        name = name.split(".")[-1]
+        name = name.strip("'").split(".")[-1]
+        if state == "EXCLUDED":  # a selective refresh (sqlcdc.cli.unchanged): said once, before the run
+            return []
         if state not in self._ENDED:
             if state != "QUEUED":  # waiting for a slot is not the flow's time
                 self._started.setdefault(name, at)

@@ -31,6 +31,7 @@ import yaml
 
 from sqlcdc import gold, reshape, run_log, runtime
 from sqlcdc.assets import PIPELINE_LAYERS, PIPELINES_DIR
+from sqlcdc.cli import unchanged
 from sqlcdc.cli.progress import PROGRESS_LINE, RunProgress
 from sqlcdc.config import ConfigError, PipelineConfig, load_pipeline
 from sqlcdc.formats.base import STATE_DIR_ENV
@@ -155,6 +156,13 @@ def run_pipeline(
     log_path = spec_path.parent / "last-run.log"
     marker = reshape_marker(warehouse)
     with _connect_port_lock(quiet):
+        selection = None if full_refresh or earlier else unchanged.refresh_selection(cfg, warehouse)
+        unchanged.forget(warehouse)  # a run that fails may leave any table half-written: the next refreshes all
+        if selection is not None:
+            left = unchanged.unchanged_sources(cfg, warehouse, selection)
+            print(f"sqlcdc run: nothing new for {', '.join(left)} since the last run: their tables are left as "
+                  "they are", flush=True)
+            cmd += ["--refresh", ",".join(selection)]
         if earlier and not full_refresh:
             # A selective refresh runs only the tables it names, so it is a run of its own first.
             names = sorted({d.parent.name for d in earlier})
@@ -175,6 +183,8 @@ def run_pipeline(
             reshape.drop_in_child(warehouse, names)
             marker.unlink(missing_ok=True)
             code = _run(cmd, env, spec_path, log_path, full_refresh, quiet)
+        if code == 0:
+            unchanged.record(cfg, warehouse)
         return code
 
 

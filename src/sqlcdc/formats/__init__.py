@@ -100,6 +100,10 @@ class Decoder(ABC):
         record says it is the last one (Qlik); ``"later_commit"`` -- none does, so a transaction is
         taken as complete once a later commit of the source has landed, and only when the
         pipeline's ``transactions.later_commit`` says so (CES).
+    ``depends_on_time``
+        True when what :meth:`decode` gives can change with the clock alone (CES: split segments
+        are quarantined once ``split_timeout`` has passed): ``sqlcdc run`` then runs the source
+        even when nothing new landed (:mod:`sqlcdc.cli.unchanged`). Default False.
     """
 
     name: ClassVar[str]
@@ -112,6 +116,7 @@ class Decoder(ABC):
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
     position_field: ClassVar[str | None] = None
     transaction_end: ClassVar[Literal["last", "later_commit"]] = "last"
+    depends_on_time: ClassVar[bool] = False
 
     # --- required ----------------------------------------------------------------------------------
 

@@ -490,6 +490,7 @@ class Ces(Decoder):
     routed = staticmethod(routed)
     transaction_marks = staticmethod(transaction_marks)
     transaction_end = "later_commit"  # CES says no event count per commit
+    depends_on_time = True  # split segments time out (split_timeout) with nothing new landed
 
     def config_column(self, column: dict, ordinal: int) -> ColumnSpec:
         """A SQL Server type name, as CES's ``eventsource.cols`` spell them (:func:`spec_for_sql_type`)."""

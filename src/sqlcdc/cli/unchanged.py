@@ -1,0 +1,131 @@
+"""Sources with nothing new since the last run: ``sqlcdc run`` leaves their tables as they are.
+
+A materialized view -- the bronze and silver of CES, Qlik and change-table sources, and their
+quarantine -- is recomputed from every landed file on every run, and a streaming flow with nothing
+new still starts, plans its query and commits. In a pipeline of many sources where few got new
+files, that is most of a run (``docs/testing.md``: a run is CPU-bound on planning, not on data).
+
+After a run that succeeded, :func:`record` stores each source's *fingerprint*: its landed files
+(path, size, modification time), its own and its tables' config, and sqlcdc's code. The next run
+refreshes only the tables of sources whose fingerprint differs (:func:`refresh_selection`), and
+``dq_metrics``. Recomputing the others would give what they already hold: the same files decoded
+by the same config and code. A source read from a topic (Kafka, Event Hubs) cannot say what is new
+without reading it, so it is always refreshed; so is a source whose decoder's output can change
+with the clock alone (CES: split segments time out), every source on ``--full-refresh`` and after a
+failed run (nothing recorded), and a source one of whose tables is missing from the warehouse.
+
+Example::
+
+    selection = unchanged.refresh_selection(cfg, warehouse)   # None: refresh everything
+    ...                                                        # spark-pipelines run --refresh ...
+    unchanged.record(cfg, warehouse)                           # once the run succeeded
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from sqlcdc import dq_metrics, formats
+from sqlcdc.config import PipelineConfig, SourceConfig
+
+__all__ = ["STATE_FILE", "datasets", "fingerprint", "record", "refresh_selection"]
+
+#: Where the fingerprints of the last successful run are kept, under ``<warehouse>/_sqlcdc``.
+STATE_FILE = "inputs.json"
+
+_CODE = Path(__file__).resolve().parents[1]  # the sqlcdc package
+
+
+def datasets(cfg: PipelineConfig, source: SourceConfig) -> list[str]:
+    """The pipeline's tables that hold ``source``'s data: bronze, quarantine, dropped, each silver."""
+    names = [source.bronze_table, source.quarantine_table]
+    tables = cfg.tables_of(source.name)
+    if tables:
+        names.append(dq_metrics.dropped_table(source))
+    return names + [t.silver_table for t in tables]
+
+
+def fingerprint(cfg: PipelineConfig, source: SourceConfig) -> str | None:
+    """A digest of everything ``source``'s tables are computed from; None when it cannot be told
+    without reading the source (a topic, or no local landing folder), or when its decoder's
+    output can change with the clock alone (:attr:`~sqlcdc.formats.Decoder.depends_on_time`)."""
+    if source.location_kind != "files" or not source.landing or not Path(source.landing).is_dir():
+        return None
+    if formats.get(source.format).depends_on_time:
+        return None
+    h = hashlib.sha256()
+    h.update(repr(source).encode())
+    for t in sorted(cfg.tables_of(source.name), key=lambda t: t.name):
+        h.update(repr(t).encode())
+    root = Path(source.landing)
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        st = path.stat()
+        h.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    h.update(_code_digest().encode())
+    return h.hexdigest()
+
+
+def refresh_selection(cfg: PipelineConfig, warehouse: Path) -> list[str] | None:
+    """The tables a run needs to refresh, or None for all of them (nothing recorded, or every
+    source changed). ``dq_metrics`` is always among them: it counts this run too."""
+    recorded = _load(warehouse)
+    if not recorded:
+        return None
+    tables_dir = warehouse / "tables"
+    selected: list[str] = []
+    skipped = 0
+    for source in cfg.sources.values():
+        names = datasets(cfg, source)
+        same = (recorded.get(source.name) is not None and fingerprint(cfg, source) == recorded[source.name]
+                and all((tables_dir / n).is_dir() for n in names))
+        if same:
+            skipped += 1
+        else:
+            selected += names
+    if not skipped:
+        return None
+    return selected + [dq_metrics.TABLE]
+
+
+def unchanged_sources(cfg: PipelineConfig, warehouse: Path, selection: list[str] | None) -> list[str]:
+    """The names of the sources a ``selection`` (:func:`refresh_selection`) leaves as they are."""
+    if selection is None:
+        return []
+    chosen = set(selection)
+    return [s.name for s in cfg.sources.values() if s.bronze_table not in chosen]
+
+
+def record(cfg: PipelineConfig, warehouse: Path) -> None:
+    """Store the fingerprints of ``cfg``'s sources: call after a run that succeeded."""
+    prints = {name: fingerprint(cfg, s) for name, s in cfg.sources.items()}
+    path = warehouse / "_sqlcdc" / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({k: v for k, v in prints.items() if v is not None}, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def forget(warehouse: Path) -> None:
+    """Drop the recorded fingerprints: the next run refreshes every source (a run is starting that
+    may leave tables half-written if it fails)."""
+    (warehouse / "_sqlcdc" / STATE_FILE).unlink(missing_ok=True)
+
+
+def _load(warehouse: Path) -> dict[str, str]:
+    try:
+        data = json.loads((warehouse / "_sqlcdc" / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _code_digest() -> str:
+    h = hashlib.sha256()
+    for path in sorted(_CODE.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".json", ".yml", ".yaml", ".txt"):
+            st = path.stat()
+            h.update(f"{path.relative_to(_CODE)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
