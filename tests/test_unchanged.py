@@ -35,6 +35,11 @@ def _project(tmp_path: Path):
     return (lambda: load_pipeline(tmp_path / "config" / "pipeline.yml")), wh
 
 
+def _record(cfg, wh: Path) -> None:
+    """What `sqlcdc run` does around a run that succeeds: plan, run, record the plan's fingerprints."""
+    unchanged.record(wh, unchanged.plan(cfg, wh).fingerprints)
+
+
 ERP = ["bronze_erp", "quarantine_erp", "dropped_erp", "silver_orders"]
 INVENTORY = ["bronze_inventory", "quarantine_inventory", "dropped_inventory", "silver_customers"]
 KAFKA = ["bronze_events", "quarantine_events", "dropped_events", "silver_clicks"]
@@ -42,44 +47,44 @@ KAFKA = ["bronze_events", "quarantine_events", "dropped_events", "silver_clicks"
 
 def test_a_source_with_nothing_new_is_left_out_of_the_refresh(tmp_path):
     cfg, wh = _project(tmp_path)
-    assert unchanged.refresh_selection(cfg(), wh) is None  # nothing recorded: every table
-    unchanged.record(cfg(), wh)
+    assert unchanged.plan(cfg(), wh).refresh is None  # nothing recorded: every table
+    _record(cfg(), wh)
     # nothing landed: the file sources are left as they are; the topic cannot tell, so it is refreshed
-    selection = unchanged.refresh_selection(cfg(), wh)
-    assert selection == KAFKA + ["dq_metrics"]
-    assert unchanged.unchanged_sources(cfg(), wh, selection) == ["inventory", "erp"]
+    planned = unchanged.plan(cfg(), wh)
+    assert planned.refresh == KAFKA + ["dq_metrics"]
+    assert list(planned.left_out) == ["inventory", "erp"]
     # a new file in one landing folder: that source's tables
     (tmp_path / "landing" / "qlik" / "b.jsonl").write_text("y\n")
-    assert unchanged.refresh_selection(cfg(), wh) == ERP + KAFKA + ["dq_metrics"]
+    assert unchanged.plan(cfg(), wh).refresh == ERP + KAFKA + ["dq_metrics"]
 
 
 def test_a_file_rewritten_in_place_a_table_config_edited_or_a_table_gone_count_as_new(tmp_path):
     cfg, wh = _project(tmp_path)
-    unchanged.record(cfg(), wh)
+    _record(cfg(), wh)
     dbz_file = tmp_path / "landing" / "dbz" / "000.json"
     dbz_file.write_text("{}\n{}\n")  # appended to in place
-    assert unchanged.refresh_selection(cfg(), wh) == INVENTORY + KAFKA + ["dq_metrics"]
-    unchanged.record(cfg(), wh)
+    assert unchanged.plan(cfg(), wh).refresh == INVENTORY + KAFKA + ["dq_metrics"]
+    _record(cfg(), wh)
     st = dbz_file.stat()
     dbz_file.write_text("[]\n{}\n")  # same size, rewritten later
     os.utime(dbz_file, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-    assert unchanged.refresh_selection(cfg(), wh) == INVENTORY + KAFKA + ["dq_metrics"]
-    unchanged.record(cfg(), wh)
+    assert unchanged.plan(cfg(), wh).refresh == INVENTORY + KAFKA + ["dq_metrics"]
+    _record(cfg(), wh)
     (tmp_path / "config" / "tables" / "orders.yml").write_text("source: erp\ntable: dbo.orders\nkeys: [id, line]\n")
-    assert unchanged.refresh_selection(cfg(), wh) == ERP + KAFKA + ["dq_metrics"]
-    unchanged.record(cfg(), wh)
+    assert unchanged.plan(cfg(), wh).refresh == ERP + KAFKA + ["dq_metrics"]
+    _record(cfg(), wh)
     (wh / "tables" / "silver_customers").rmdir()
-    assert unchanged.refresh_selection(cfg(), wh) == INVENTORY + KAFKA + ["dq_metrics"]
+    assert unchanged.plan(cfg(), wh).refresh == INVENTORY + KAFKA + ["dq_metrics"]
 
 
 def test_a_run_that_starts_forgets_what_was_recorded(tmp_path):
     """A run that fails may leave any table half-written: the one after it refreshes every table."""
     cfg, wh = _project(tmp_path)
-    unchanged.record(cfg(), wh)
+    _record(cfg(), wh)
     unchanged.forget(wh)
-    assert unchanged.refresh_selection(cfg(), wh) is None
+    assert unchanged.plan(cfg(), wh).refresh is None
     (wh / "_sqlcdc" / unchanged.STATE_FILE).write_text("not json")
-    assert unchanged.refresh_selection(cfg(), wh) is None
+    assert unchanged.plan(cfg(), wh).refresh is None
 
 
 def test_a_ces_source_runs_every_time_as_its_split_segments_time_out_by_the_clock(tmp_path):
@@ -92,6 +97,16 @@ def test_a_ces_source_runs_every_time_as_its_split_segments_time_out_by_the_cloc
     wh = tmp_path / "warehouse"
     for name in ("bronze_shop", "quarantine_shop", "dropped_shop", "silver_purchases"):
         (wh / "tables" / name).mkdir(parents=True)
-    unchanged.record(cfg, wh)
+    _record(cfg, wh)
     assert unchanged.fingerprint(cfg, cfg.sources["shop"]) is None
-    assert unchanged.refresh_selection(cfg, wh) is None  # its only source runs: a whole run
+    assert unchanged.plan(cfg, wh).refresh is None  # its only source runs: a whole run
+
+
+def test_a_file_that_lands_while_a_run_runs_is_new_for_the_next_run(tmp_path):
+    """The run may not have read it: what is recorded is what the plan saw before the run."""
+    cfg, wh = _project(tmp_path)
+    _record(cfg(), wh)
+    planned = unchanged.plan(cfg(), wh)
+    (tmp_path / "landing" / "dbz" / "001.json").write_text("{}\n")  # lands during the run
+    unchanged.record(wh, planned.fingerprints)  # the run succeeded
+    assert unchanged.plan(cfg(), wh).refresh == INVENTORY + KAFKA + ["dq_metrics"]

@@ -156,13 +156,12 @@ def run_pipeline(
     log_path = spec_path.parent / "last-run.log"
     marker = reshape_marker(warehouse)
     with _connect_port_lock(quiet):
-        selection = None if full_refresh or earlier else unchanged.refresh_selection(cfg, warehouse)
+        planned = unchanged.plan(cfg, warehouse)
         unchanged.forget(warehouse)  # a run that fails may leave any table half-written: the next refreshes all
-        if selection is not None:
-            left = unchanged.unchanged_sources(cfg, warehouse, selection)
-            print(f"sqlcdc run: nothing new for {', '.join(left)} since the last run: their tables are left as "
-                  "they are", flush=True)
-            cmd += ["--refresh", ",".join(selection)]
+        if planned.refresh is not None and not (full_refresh or earlier):
+            print(f"sqlcdc run: nothing new for {', '.join(planned.left_out)} since the last run: their tables are "
+                  "left as they are", flush=True)
+            cmd += ["--refresh", ",".join(planned.refresh)]
         if earlier and not full_refresh:
             # A selective refresh runs only the tables it names, so it is a run of its own first.
             names = sorted({d.parent.name for d in earlier})
@@ -184,7 +183,7 @@ def run_pipeline(
             marker.unlink(missing_ok=True)
             code = _run(cmd, env, spec_path, log_path, full_refresh, quiet)
         if code == 0:
-            unchanged.record(cfg, warehouse)
+            unchanged.record(warehouse, planned.fingerprints)
         return code
 
 

@@ -5,9 +5,9 @@ quarantine -- is recomputed from every landed file on every run, and a streaming
 new still starts, plans its query and commits. In a pipeline of many sources where few got new
 files, that is most of a run (``docs/testing.md``: a run is CPU-bound on planning, not on data).
 
-After a run that succeeded, :func:`record` stores each source's *fingerprint*: its landed files
+After a run that succeeded, :func:`record` stores each source's *fingerprint*, taken as it started: its landed files
 (path, size, modification time), its own and its tables' config, and sqlcdc's code. The next run
-refreshes only the tables of sources whose fingerprint differs (:func:`refresh_selection`), and
+refreshes only the tables of sources whose fingerprint differs (:func:`plan`), and
 ``dq_metrics``. Recomputing the others would give what they already hold: the same files decoded
 by the same config and code. A source read from a topic (Kafka, Event Hubs) cannot say what is new
 without reading it, so it is always refreshed; so is a source whose decoder's output can change
@@ -16,9 +16,9 @@ failed run (nothing recorded), and a source one of whose tables is missing from 
 
 Example::
 
-    selection = unchanged.refresh_selection(cfg, warehouse)   # None: refresh everything
-    ...                                                        # spark-pipelines run --refresh ...
-    unchanged.record(cfg, warehouse)                           # once the run succeeded
+    planned = unchanged.plan(cfg, warehouse)   # planned.refresh None: refresh everything
+    ...                                        # spark-pipelines run --refresh ...
+    unchanged.record(warehouse, planned.fingerprints)   # once the run succeeded
 """
 
 from __future__ import annotations
@@ -26,12 +26,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from sqlcdc import dq_metrics, formats
 from sqlcdc.config import PipelineConfig, SourceConfig
 
-__all__ = ["STATE_FILE", "datasets", "fingerprint", "record", "refresh_selection"]
+__all__ = ["STATE_FILE", "Plan", "datasets", "fingerprint", "forget", "plan", "record"]
 
 #: Where the fingerprints of the last successful run are kept, under ``<warehouse>/_sqlcdc``.
 STATE_FILE = "inputs.json"
@@ -48,8 +50,9 @@ def datasets(cfg: PipelineConfig, source: SourceConfig) -> list[str]:
     return names + [t.silver_table for t in tables]
 
 
-def fingerprint(cfg: PipelineConfig, source: SourceConfig) -> str | None:
-    """A digest of everything ``source``'s tables are computed from; None when it cannot be told
+def fingerprint(cfg: PipelineConfig, source: SourceConfig, code: str | None = None) -> str | None:
+    """A digest of everything ``source``'s tables are computed from (``code``: sqlcdc's, computed
+    once per run by the caller, else here); None when it cannot be told
     without reading the source (a topic, or no local landing folder), or when its decoder's
     output can change with the clock alone (:attr:`~sqlcdc.formats.Decoder.depends_on_time`)."""
     if source.location_kind != "files" or not source.landing or not Path(source.landing).is_dir():
@@ -64,47 +67,51 @@ def fingerprint(cfg: PipelineConfig, source: SourceConfig) -> str | None:
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         st = path.stat()
         h.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    h.update(_code_digest().encode())
+    h.update((code or _code_digest()).encode())
     return h.hexdigest()
 
 
-def refresh_selection(cfg: PipelineConfig, warehouse: Path) -> list[str] | None:
-    """The tables a run needs to refresh, or None for all of them (nothing recorded, or every
-    source changed). ``dq_metrics`` is always among them: it counts this run too."""
+@dataclass(frozen=True)
+class Plan:
+    """What a run refreshes, from fingerprints taken *before* it starts (:func:`plan`).
+
+    ``refresh``: the tables to refresh, None for all of them (nothing recorded, or every source
+    changed); ``dq_metrics`` is always among them, it counts this run too. ``left_out``: the
+    sources the run leaves as they are. ``fingerprints``: what :func:`record` stores once the run
+    succeeded -- taken before it, so a file that lands while it runs (and that it may not have
+    read) makes its source new for the next run."""
+
+    fingerprints: Mapping[str, str] = field(default_factory=dict)
+    refresh: list[str] | None = None
+    left_out: tuple[str, ...] = ()
+
+
+def plan(cfg: PipelineConfig, warehouse: Path) -> Plan:
+    """The :class:`Plan` of a run of ``cfg`` on ``warehouse``."""
+    code = _code_digest()
+    prints = {name: p for name, s in cfg.sources.items() if (p := fingerprint(cfg, s, code)) is not None}
     recorded = _load(warehouse)
-    if not recorded:
-        return None
     tables_dir = warehouse / "tables"
     selected: list[str] = []
-    skipped = 0
+    left_out: list[str] = []
     for source in cfg.sources.values():
         names = datasets(cfg, source)
-        same = (recorded.get(source.name) is not None and fingerprint(cfg, source) == recorded[source.name]
-                and all((tables_dir / n).is_dir() for n in names))
-        if same:
-            skipped += 1
+        if (source.name in prints and prints[source.name] == recorded.get(source.name)
+                and all((tables_dir / n).is_dir() for n in names)):
+            left_out.append(source.name)
         else:
             selected += names
-    if not skipped:
-        return None
-    return selected + [dq_metrics.TABLE]
+    if not left_out:
+        return Plan(prints)
+    return Plan(prints, selected + [dq_metrics.TABLE], tuple(left_out))
 
 
-def unchanged_sources(cfg: PipelineConfig, warehouse: Path, selection: list[str] | None) -> list[str]:
-    """The names of the sources a ``selection`` (:func:`refresh_selection`) leaves as they are."""
-    if selection is None:
-        return []
-    chosen = set(selection)
-    return [s.name for s in cfg.sources.values() if s.bronze_table not in chosen]
-
-
-def record(cfg: PipelineConfig, warehouse: Path) -> None:
-    """Store the fingerprints of ``cfg``'s sources: call after a run that succeeded."""
-    prints = {name: fingerprint(cfg, s) for name, s in cfg.sources.items()}
+def record(warehouse: Path, fingerprints: Mapping[str, str]) -> None:
+    """Store ``fingerprints`` (a :class:`Plan`'s): call after the run it planned succeeded."""
     path = warehouse / "_sqlcdc" / STATE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({k: v for k, v in prints.items() if v is not None}, indent=1, sort_keys=True))
+    tmp.write_text(json.dumps(dict(fingerprints), indent=1, sort_keys=True))
     os.replace(tmp, path)
 
 
