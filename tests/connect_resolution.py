@@ -113,18 +113,25 @@ def wide_tables(cfg, tables: int = 40, columns: int = 60):
     """``cfg`` with ``tables`` more tables per source, each of ``columns`` columns of every type,
     ``bad_values: warn`` (a rule per column) and 30 expectations of each action: what grows a plan
     with the config rather than with the decoder."""
+    from sqlcdc.config import with_peers
+
     cols = ({"name": "id", "type": "int"},) + tuple(
         {"name": f"c{i}", "type": WIDE_TYPES[i % len(WIDE_TYPES)]} for i in range(columns))
     rules = tuple({"name": f"r{a}{i}", "constraint": f"c1 > {i}", "action": a}
                   for a in ("warn", "drop", "quarantine") for i in range(30))
     added = [dataclasses.replace(t, name=f"{t.name}_w{i}", table=f"{t.table}_w{i}", keys=("id",), columns=cols,
-                                 bad_values="warn", expectations=rules, expectation_sources=("wide",) * len(rules))
+                                 bad_values="warn", expectations=rules, expectation_sources=("wide",) * len(rules),
+                                 options={**t.options, "path_regex": f"/{t.table}_w{i}/"} if t.source.format == "qlik"
+                                 else t.options)
              for s in cfg.sources for t in cfg.tables_of(s)[:1] for i in range(tables)]
-    return dataclasses.replace(cfg, tables=cfg.tables + tuple(added))
+    # peers (Qlik: every table's routing checks the others' path_regex) as load_pipeline gives them
+    return dataclasses.replace(cfg, tables=tuple(with_peers(list(cfg.tables) + added)))
 
 
 def widened(cfg, copies: int):
     """``cfg`` with its sources (and their tables) copied until there are ``copies`` sources."""
+    from sqlcdc.config import with_peers
+
     sources, tables = dict(cfg.sources), list(cfg.tables)
     originals = list(cfg.sources.values())
     for i in range(copies - len(originals)):
@@ -132,7 +139,7 @@ def widened(cfg, copies: int):
         copy = dataclasses.replace(src, name=f"{src.name}_{i}")
         sources[copy.name] = copy
         tables += [dataclasses.replace(t, name=f"{t.name}_{i}", source=copy) for t in cfg.tables_of(src.name)]
-    return dataclasses.replace(cfg, sources=sources, tables=tuple(tables))
+    return dataclasses.replace(cfg, sources=sources, tables=tuple(with_peers(tables)))
 
 
 def main() -> None:

@@ -109,6 +109,19 @@ def test_adding_a_table_is_one_new_yaml_file(tmp_path):
     assert after.table("payments").table == "Payments"
 
 
+def test_each_table_knows_the_other_tables_of_its_source(tmp_path):
+    """``peers``: what a decoder's routing needs to refuse a record two tables could take."""
+    path = _write(tmp_path, {
+        "pipeline.yml": PIPELINE + "  crm:\n    format: debezium\n    landing: crm\n",
+        "tables/a.yml": "source: inventory\ntable: dbo.a\nkeys: [id]\n",
+        "tables/b.yml": "source: inventory\ntable: sales.a\nname: sales_a\nkeys: [id]\n",
+        "tables/c.yml": "source: crm\ntable: dbo.c\nkeys: [id]\n",
+    })
+    cfg = load_pipeline(path)
+    assert {t.name: [p.name for p in t.peers] for t in cfg.tables} == {"a": ["sales_a"], "sales_a": ["a"], "c": []}
+    assert "peers" not in repr(cfg.table("a"))
+
+
 def test_broken_config_lists_every_problem_with_file_line_and_field():
     broken = FIX / "broken" / "tables"
     assert _problems(FIX / "broken" / "pipeline.yml") == [

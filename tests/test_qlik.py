@@ -20,6 +20,7 @@ import datetime as dt
 import json
 import random
 import shutil
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -455,6 +456,42 @@ def test_routing_by_external_schema_id_and_by_path(spark):
          "fields, its headers.externalSchemaId (absent) matches no metadata message's schemaId, and no table's "
          "options.path_regex matches its file"),
         ("file:/l/y.jsonl", "no onboarded table for dbo.other in source crm (onboarded: dbo.orders)")]
+
+
+def test_a_message_two_tables_could_take_is_quarantined_once_not_taken_twice(spark):
+    """dbo.orders and sales.orders: a message naming table orders without a schema, and a file both
+    tables' path_regex match, belong to neither; one with its schema, or a file one regex matches,
+    to that table alone. Without peers (tables built by hand) the old rule stands."""
+    sales_md = json.loads(json.dumps(ORDERS_MD))
+    sales_md["message"].update(schemaId="s-sal-1", lineage={"schema": "sales", "table": "orders", "tableVersion": 1})
+    no_schema = {k: v for k, v in ORDERS_DT.items() if k != "schema"}
+    sales_dt = dict(ORDERS_DT, schema="SALES", data={"OID": 78, "QTY": 4})
+    bare = {"headers": {"operation": "REFRESH"}, "data": {"OID": 5, "QTY": 1}}
+    src = source("/nonexistent")
+    cols = [ColumnSpec("OID", "int", ordinal=1), ColumnSpec("QTY", "smallint", ordinal=2)]
+    dbo = table(src, name="orders", tbl="orders", keys=("OID",), options={"path_regex": r"/topics/orders(_dbo)?/"})
+    sales = table(src, name="sales_orders", schema="sales", tbl="orders", keys=("OID",),
+                  options={"path_regex": r"/topics/orders(_sales)?/"})
+    dbo, sales = replace(dbo, peers=(sales,)), replace(sales, peers=(dbo,))
+    df = spark.createDataFrame(
+        [(json.dumps(ORDERS_MD), "file:/l/md.jsonl"), (json.dumps(sales_md), "file:/l/md.jsonl"),
+         (json.dumps(ORDERS_DT), "file:/l/a.jsonl"), (json.dumps(no_schema), "file:/l/a.jsonl"),
+         (json.dumps(sales_dt), "file:/l/a.jsonl"), (json.dumps(bare), "file:/l/topics/orders/p0.jsonl"),
+         (json.dumps(bare), "file:/l/topics/orders_sales/p0.jsonl"), (json.dumps(bare), "file:/l/topics/orders_dbo/p0.jsonl")],
+        "value string, source_file string")
+    bronze = base.bronze_columns(df)
+    assert rows(qlik.decode(bronze, dbo, cols).changes, "key.OID", "bronze_file") == [
+        (5, "file:/l/topics/orders_dbo/p0.jsonl"), (77, "file:/l/a.jsonl")]
+    assert rows(qlik.decode(bronze, sales, cols).changes, "key.OID", "bronze_file") == [
+        (5, "file:/l/topics/orders_sales/p0.jsonl"), (78, "file:/l/a.jsonl")]
+    assert rows(qlik.unrouted(bronze, src, [dbo, sales]), "bronze_file", "reason") == [
+        ("file:/l/a.jsonl", "more than one onboarded table could take this data message (dbo.orders, sales.orders): it "
+         "names table orders but no schema; name the schema in the message or make the tables' path_regex disjoint"),
+        ("file:/l/topics/orders/p0.jsonl", "more than one onboarded table could take this data message (dbo.orders, "
+         "sales.orders): it names no table and its file matches their options.path_regex; name the schema in the "
+         "message or make the tables' path_regex disjoint")]
+    alone = table(src, name="orders", tbl="orders", keys=("OID",))  # no peers: a schema-less message is its own
+    assert rows(qlik.decode(bronze, alone, cols).changes, "key.OID") == [(77,), (77,)]
 
 
 def test_columns_in_no_metadata_version_are_quarantined_not_guessed(spark):

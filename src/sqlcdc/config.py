@@ -115,6 +115,9 @@ class TableConfig:
     #: and this one's place in the list (the earlier source's copy of a shared change is applied).
     handoff: str | None = None
     handoff_rank: int = 0
+    #: The other tables of the same source (without peers of their own), for a decoder whose routing
+    #: must see them: a Qlik message two tables could take goes to quarantine, not to both.
+    peers: tuple[TableConfig, ...] = field(default=(), repr=False, compare=False)
 
     def comment_for(self, target: str) -> str | None:
         """The comment of target ``silver`` / ``scd1`` / ``scd2``: per-target, else ``comment``, else ``description``."""
@@ -235,6 +238,7 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
             continue  # sources are unknown; the table file itself is fine as far as its schema goes
         tables += _tables(doc, tf, tlines, sources, defaults, problems)
 
+    tables = with_peers(tables)
     seen: dict[str, str] = {}
     for t in tables:
         for target in (t.silver_table, t.scd1_table, t.scd2_table):
@@ -255,6 +259,11 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
         description=data.get("description"),
         transactions=Transactions(**(data.get("transactions") or {})),
     )
+
+
+def with_peers(tables: list[TableConfig]) -> list[TableConfig]:
+    """``tables``, each with ``peers``: the others of its source."""
+    return [replace(t, peers=tuple(p for p in tables if p.source.name == t.source.name and p is not t)) for t in tables]
 
 
 def resolve_path(base: Path, landing: str | None) -> str | None:

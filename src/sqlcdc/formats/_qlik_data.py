@@ -63,14 +63,41 @@ def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
     )
 
 
-def _matches(table: TableConfig) -> Column:
-    """The data message (of :func:`_data_rows`) belongs to ``table``."""
-    by_name = (F.lower(F.col("_table")) == table.table.lower()) & (
-        F.col("_schema").isNull() | (F.lower(F.col("_schema")) == table.schema.lower())
-    )
+def _by_name(table: TableConfig) -> Column:
+    """The data message names ``table`` (its schema, or no schema)."""
+    return (F.lower(F.col("_table")) == table.table.lower()) & (
+        F.col("_schema").isNull() | (F.lower(F.col("_schema")) == table.schema.lower()))
+
+
+def _by_path(table: TableConfig) -> Column:
+    """The data message names no table and its file matches ``table``'s ``options.path_regex``."""
     regex = (table.options or {}).get("path_regex")
-    by_path = F.col("_table").isNull() & F.col("source_file").rlike(regex) if regex else F.lit(False)
-    return F.coalesce(by_name, F.lit(False)) | F.coalesce(by_path, F.lit(False))
+    return F.col("_table").isNull() & F.col("source_file").rlike(regex) if regex else F.lit(False)
+
+
+def _claims(table: TableConfig) -> Column:
+    """``table`` could take the data message (of :func:`_data_rows`): by name, else by path."""
+    return F.coalesce(_by_name(table), F.lit(False)) | F.coalesce(_by_path(table), F.lit(False))
+
+
+def _ambiguous(table: TableConfig) -> Column:
+    """Another table of the source (``TableConfig.peers``) could take the message too: one that
+    names no schema while two tables share its name, or whose file two tables' ``path_regex``
+    match. Taking it in both would count one record twice, so it goes to quarantine instead."""
+    rivals = [p for p in table.peers
+              if p.table.lower() == table.table.lower() or (p.options or {}).get("path_regex")]
+    return frames.any_of([_claims(p) for p in rivals])
+
+
+def _matches(table: TableConfig) -> Column:
+    """The data message (of :func:`_data_rows`) belongs to ``table`` and to no other table."""
+    return _claims(table) & ~_ambiguous(table)
+
+
+def claimants(tables: list[TableConfig]) -> Column:
+    """The qualified names of the tables that could take the data message (an array): a message
+    is taken when it has exactly one (:func:`_matches` of that table)."""
+    return F.array_compact(F.array(*[F.when(_claims(t), F.lit(t.qualified)) for t in tables]))
 
 
 # --- ordering and time -------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ Which table a data message belongs to
     First the message's own ``schema``/``table`` fields (tasks that add them); else its
     ``headers.externalSchemaId`` equal to a metadata message's ``schemaId``; else the table
     config option ``path_regex`` matched against the landed file's path (one topic per table).
-    Names compare case-insensitively (SQL Server's default collation).
+    Names compare case-insensitively (SQL Server's default collation). A message two tables could
+    take (no schema, two tables of its name; a file two ``path_regex`` match) goes to quarantine.
 
 Which metadata version types a data message
     The latest structure per (schema, table, tableVersion) is kept (a re-sent version: the latest
@@ -130,7 +131,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats._masks import BYTE_ORDERS, mask_has
 from sqlcdc.formats._qlik_data import (
-    _data_rows, _matches, _option, _padded_sequence, _sequence_problem, _utc, transaction_marks,
+    _data_rows, _matches, _option, claimants, _padded_sequence, _sequence_problem, _utc, transaction_marks,
 )
 from sqlcdc.formats._qlik_messages import _explain_udf, _get, _inline, _parsed, valid
 from sqlcdc.formats._qlik_metadata import (
@@ -215,9 +216,15 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
     # 2. valid data messages no onboarded table takes
     versions = metadata_versions(_metadata_parsed(bronze))
     dt = _data_rows(_parsed(bronze, ("DT",)), versions)
-    taken = frames.any_of([_matches(t) for t in tables])
     names = ", ".join(t.qualified for t in tables) or "none"
     reason = F.when(
+        F.size("_claimants") > 1,
+        F.format_string("more than one onboarded table could take this data message (%s): it %s; "
+                        "name the schema in the message or make the tables' path_regex disjoint",
+                        F.array_join("_claimants", ", "), F.when(F.col("_table").isNotNull(), F.format_string(
+                            "names table %s but no schema", F.col("_table"))).otherwise(
+                            "names no table and its file matches their options.path_regex")),
+    ).when(
         F.col("_table").isNotNull(),
         F.format_string("no onboarded table for %s.%s in source %s (onboarded: %s)",
                         F.coalesce(F.col("_schema"), F.lit("?")), F.col("_table"), F.lit(source.name), F.lit(names)),
@@ -225,7 +232,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
         "cannot tell which table this data message belongs to: it has no schema/table fields, its "
         "headers.externalSchemaId (%s) matches no metadata message's schemaId, and no table's "
         "options.path_regex matches its file", F.coalesce(F.col("_ext_id"), F.lit("absent"))))
-    orphans = dt.where(~taken).select(
+    orphans = dt.select("*", claimants(tables).alias("_claimants")).where(F.size("_claimants") != 1).select(
         *model.quarantine_row(source_name=source.name, source_format=NAME, reason=reason, rules=F.array(F.lit("routing")))
     )
     return bad.unionByName(orphans)
