@@ -120,6 +120,9 @@ def test_each_table_knows_the_other_tables_of_its_source(tmp_path):
     cfg = load_pipeline(path)
     assert {t.name: [p.name for p in t.peers] for t in cfg.tables} == {"a": ["sales_a"], "sales_a": ["a"], "c": []}
     assert "peers" not in repr(cfg.table("a"))
+    (tmp_path / "tables" / "d.yml").write_text("source: inventory\ntable: DBO.A\nname: again\nkeys: [id]\n")
+    assert _problems(path) == [f"{tmp_path / 'tables' / 'd.yml'}:1: table: DBO.A of source inventory is also "
+                               f"onboarded by {tmp_path / 'tables' / 'a.yml'}"]
 
 
 def test_broken_config_lists_every_problem_with_file_line_and_field():

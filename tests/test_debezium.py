@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -115,6 +116,30 @@ def test_malformed_envelopes_are_quarantined_with_a_reason(spark):
     # conservation: every landed record is in silver, quarantine, or skipped
     skipped = bronze.where(debezium.is_skipped()).count()
     assert d.changes.count() + d.quarantine.count() + len(q) + skipped == len(lines)
+
+
+def test_an_event_two_tables_could_take_is_quarantined_once_not_taken_twice(spark):
+    """dbo.customers and sales.customers onboarded: an event whose source names table customers
+    without a schema belongs to neither (it would be counted twice); one with its schema to that
+    table alone."""
+    dbo = replace(CUSTOMERS)
+    sales = replace(CUSTOMERS, name="sales_customers", schema="sales")
+    dbo, sales = replace(dbo, peers=(sales,)), replace(sales, peers=(dbo,))
+    at = dict(commit_lsn=lsn(1, 1, 1), change_lsn=lsn(1, 1, 1))
+    no_schema = event("c", after=customer(1, "a", "b"), **at)
+    del no_schema["payload"]["source"]["schema"]
+    in_sales = event("c", after=customer(2, "c", "d"), **at)
+    in_sales["payload"]["source"]["schema"] = "Sales"
+    lines = [line(no_schema), line(in_sales), line(event("c", after=customer(3, "e", "f"), **at))]
+    bronze = bronze_of(spark, lines)
+    taken = {t.name: sorted(r["key"]["id"] for r in debezium.decode(bronze, t, SEED_COLUMNS).changes.collect())
+             for t in (dbo, sales)}
+    assert taken == {"customers": [3], "sales_customers": [2]}
+    assert [r.reason for r in debezium.unrouted(bronze, SOURCE, [dbo, sales]).collect()] == [
+        "more than one onboarded table could take this event (dbo.customers, sales.customers): "
+        "its source names table customers but no schema"]
+    # a table without peers (built by hand) takes a schema-less event of its name, as before
+    assert [r["key"]["id"] for r in debezium.decode(bronze, CUSTOMERS, SEED_COLUMNS).changes.collect()] == [1, 3]
 
 
 def test_null_key_and_unreadable_value_go_to_table_quarantine(spark):

@@ -239,26 +239,25 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
         tables += _tables(doc, tf, tlines, sources, defaults, problems)
 
     tables = with_peers(tables)
-    seen: dict[str, str] = {}
+    seen: dict[Any, str] = {}
     for t in tables:
         for target in (t.silver_table, t.scd1_table, t.scd2_table):
             if target in seen and seen[target] != t.file:
                 problems.append(f"{t.file}:1: name: target table {target!r} is also produced by {seen[target]}")
             seen[target] = t.file
+        same = (t.source.name, t.qualified.lower(), str(t.options.get("database", "")).lower())  # CES: one per db
+        if same in seen:  # each record of that table would be taken (and counted) by both
+            problems.append(f"{t.file}:1: table: {t.qualified} of source {t.source.name} is also onboarded by {seen[same]}")
+        seen[same] = t.file
     if problems:
         partial = None
         if pipeline_ok:
             partial = PipelineConfig(name=data["name"], sources=sources, tables=tuple(tables), file=str(path),
                                      description=data.get("description"))
         raise ConfigError(problems, partial)
-    return PipelineConfig(
-        name=data["name"],
-        sources=sources,
-        tables=tuple(tables),
-        file=str(path),
-        description=data.get("description"),
-        transactions=Transactions(**(data.get("transactions") or {})),
-    )
+    return PipelineConfig(name=data["name"], sources=sources, tables=tuple(tables), file=str(path),
+                          description=data.get("description"),
+                          transactions=Transactions(**(data.get("transactions") or {})))
 
 
 def with_peers(tables: list[TableConfig]) -> list[TableConfig]:

@@ -207,11 +207,19 @@ def _parsed(bronze: DataFrame) -> DataFrame:
     return staged.select("*", error.alias("_envelope_error"))
 
 
-def _matches(table: TableConfig) -> Column:
+def _claims(table: TableConfig) -> Column:
+    """The event's ``source`` names ``table`` (its schema, or no schema)."""
     src = F.col("_payload.source")
     same_table = F.lower(src["table"]) == table.table.lower()
     same_schema = F.lower(F.coalesce(src["schema"], F.lit(table.schema))) == table.schema.lower()
-    return same_table & same_schema
+    return F.coalesce(same_table & same_schema, F.lit(False))
+
+
+def _matches(table: TableConfig) -> Column:
+    """The event belongs to ``table`` and to no other table of the source (``TableConfig.peers``):
+    one without ``source.schema`` while two tables share its name goes to quarantine, not to both."""
+    rivals = [p for p in table.peers if p.table.lower() == table.table.lower()]
+    return _claims(table) & ~frames.any_of([_claims(p) for p in rivals])
 
 
 def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
@@ -223,16 +231,19 @@ def unrouted_parsed(parsed: DataFrame, source: SourceConfig, tables: Iterable[Ta
     """:func:`unrouted` of rows with ``_payload`` and ``_envelope_error`` (as :func:`_parsed` gives)."""
     tables = list(tables)
     parsed = parsed.where(~is_skipped())
-    taken = frames.any_of([_matches(t) for t in tables])
+    claimants = F.array_compact(F.array(*[F.when(_claims(t), F.lit(t.qualified)) for t in tables]))
     names = ", ".join(t.qualified for t in tables) or "none"
     reason = F.coalesce(
         F.col("_envelope_error"),
+        F.when(F.size(claimants) > 1, F.format_string(
+            "more than one onboarded table could take this event (%s): its source names table %s but no schema",
+            F.array_join(claimants, ", "), F.col("_payload.source.table"))),
         F.format_string(
             "no onboarded table for %s.%s in source %s (onboarded: %s)",
             F.col("_payload.source.schema"), F.col("_payload.source.table"), F.lit(source.name), F.lit(names),
         ),
     )
-    bad = frames.where(parsed, F.col("_envelope_error").isNotNull() | ~F.coalesce(taken, F.lit(False)), "_unrouted")
+    bad = frames.where(parsed, F.col("_envelope_error").isNotNull() | (F.size(claimants) != 1), "_unrouted")
     return bad.select(*model.quarantine_row(source_name=source.name, source_format=source.format, reason=reason))
 
 
