@@ -476,15 +476,15 @@ def _keys_from_columns(table: TableConfig, columns: list[ColumnSpec]) -> list[st
 class Qlik(Decoder):
     """Qlik Replicate Kafka-target messages (data and metadata, bare or atMSG-wrapped), one per line."""
 
-    name = NAME
-    label = "SQL Server (Qlik Replicate)"
+    name, label = NAME, "SQL Server (Qlik Replicate)"
     dlt_meta_select = staticmethod(dlt_meta.qlik_select)
     streaming = STREAMING
     options = {
         "glob": {"type": "string", "description": "landed file names to read (Hadoop glob)"},
         "metadata_landing": {"type": "string", "description": "a second folder holding the metadata messages"},
         "mask_byte_order": {"enum": list(BYTE_ORDERS), "description": "byte order of changeMask/columnMask"},
-        "path_regex": {"type": "string", "description": "(table) the landed files of this table"},
+        "path_regex": {"type": "string",
+                       "description": "(table) the landed files of this table (a file two tables' regexes match is quarantined)"},
     }
     read_bronze = staticmethod(read_bronze)
     columns_for = staticmethod(columns_for)
