@@ -125,6 +125,17 @@ def test_each_table_knows_the_other_tables_of_its_source(tmp_path):
                                f"onboarded by {tmp_path / 'tables' / 'a.yml'}"]
 
 
+def test_a_ces_table_may_be_onboarded_once_per_database(tmp_path):
+    files = {"pipeline.yml": "name: p\nsources:\n  ev:\n    format: ces\n    landing: l\n",
+             "tables/a.yml": "table: dbo.t\nkeys: [id]\noptions: {database: one}\n",
+             "tables/b.yml": "table: dbo.t\nname: t_two\nkeys: [id]\noptions: {database: Two}\n"}
+    assert [t.name for t in load_pipeline(_write(tmp_path, files)).tables] == ["t", "t_two"]
+    # a table without a database takes the events of every database: also those of a.yml's
+    (tmp_path / "tables" / "c.yml").write_text("table: dbo.T\nname: t_all\nkeys: [id]\n")
+    assert _problems(tmp_path / "pipeline.yml") == [
+        f"{tmp_path / 'tables' / 'c.yml'}:1: table: dbo.T of source ev is also onboarded by {tmp_path / 'tables' / 'a.yml'}"]
+
+
 def test_broken_config_lists_every_problem_with_file_line_and_field():
     broken = FIX / "broken" / "tables"
     assert _problems(FIX / "broken" / "pipeline.yml") == [
