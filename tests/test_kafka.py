@@ -266,7 +266,7 @@ def table_rows(df, drop=()):
 def test_every_producer_via_kafka_gives_the_same_gold_as_via_files_even_after_a_kill_mid_run(spark, broker, tmp_path):
     """The Debezium sample feed, the CES seed examples and the Qlik customers story, each produced to a
     real broker and landed as files, in ONE pipeline (six sources, and a seventh: 660 Debezium events
-    read 30 per micro-batch). Its first `sqlcdc run` is SIGKILLed once that seventh source's bronze has
+    read 110 per micro-batch). Its first `sqlcdc run` is SIGKILLed once that seventh source's bronze has
     committed, then it runs again (each real run costs ~40 s of start-up, so one pipeline carries both
     stories). After the rerun: identical gold per producer; CES and Qlik columns (and Qlik's keys)
     discovered from the topics; the conservation balance holds for the Kafka sources too; and the
@@ -305,7 +305,7 @@ def test_every_producer_via_kafka_gives_the_same_gold_as_via_files_even_after_a_
         f"  ces_stream:\n    format: ces\n{ces_opts}{stream('ces.purchases')}"
         f"  qlik_stream:\n    format: qlik\n{stream('qlik.customers')}"
         f"  killed:\n    format: debezium\n{stream(kill_topic)}"
-        "      options: {maxOffsetsPerTrigger: 30}\n"  # 22 micro-batches: room to be killed mid-way
+        "      options: {maxOffsetsPerTrigger: 110}\n"  # 6 micro-batches: room to be killed mid-way
     )
     cols = "columns:\n" + "".join(f"  - {{name: {n}, type: {t}}}\n" for n, t in COLUMNS)  # Debezium on Kafka needs them
     for name, source, table, extra in (("customers_files", "files", "dbo.customers", "keys: [id]\n" + cols),
