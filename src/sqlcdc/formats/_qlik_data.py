@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.formats.base import sole_claim
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.values import in_sql_server_range, time_text
 
@@ -80,24 +81,12 @@ def _claims(table: TableConfig) -> Column:
     return F.coalesce(_by_name(table), F.lit(False)) | F.coalesce(_by_path(table), F.lit(False))
 
 
-def _ambiguous(table: TableConfig) -> Column:
-    """Another table of the source (``TableConfig.peers``) could take the message too: one that
-    names no schema while two tables share its name, or whose file two tables' ``path_regex``
-    match. Taking it in both would count one record twice, so it goes to quarantine instead."""
-    rivals = [p for p in table.peers
-              if p.table.lower() == table.table.lower() or (p.options or {}).get("path_regex")]
-    return frames.any_of([_claims(p) for p in rivals])
-
-
 def _matches(table: TableConfig) -> Column:
-    """The data message (of :func:`_data_rows`) belongs to ``table`` and to no other table."""
-    return _claims(table) & ~_ambiguous(table)
-
-
-def claimants(tables: list[TableConfig]) -> Column:
-    """The qualified names of the tables that could take the data message (an array): a message
-    is taken when it has exactly one (:func:`_matches` of that table)."""
-    return F.array_compact(F.array(*[F.when(_claims(t), F.lit(t.qualified)) for t in tables]))
+    """The data message (of :func:`_data_rows`) belongs to ``table`` alone: one that names no
+    schema while two tables share its name, or whose file two tables' ``path_regex`` match, goes
+    to quarantine (:func:`~sqlcdc.formats.base.sole_claim`)."""
+    return sole_claim(_claims, table, lambda peer: peer.table.lower() == table.table.lower()
+                      or bool((peer.options or {}).get("path_regex")))
 
 
 # --- ordering and time -------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from pyspark.sql.readwriter import DataFrameReader
 from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
+from sqlcdc import frames
+from sqlcdc.config import TableConfig
 from sqlcdc.formats._avro_check import avro_file_problem
 from sqlcdc.transport.files import LANDED_FILE_OPTIONS, file_read, open_files
 
@@ -268,6 +270,24 @@ def bronze_columns(df: DataFrame) -> DataFrame:
 
 def record_id(*parts: Column) -> Column:
     return F.sha2(F.concat_ws("\u0001", *[F.coalesce(p.cast("string"), F.lit("")) for p in parts]), 256).substr(1, 32)
+
+
+# --- routing: a record belongs to the one table that claims it --------------------------------------
+
+
+def sole_claim(claims: Callable[[TableConfig], Column], table: TableConfig,
+               may_rival: Callable[[TableConfig], bool] = lambda peer: True) -> Column:
+    """``claims(table)`` and no other table of the source (``TableConfig.peers``) claims the record
+    too: a record two tables could take goes to quarantine (:func:`claimants` names them), never
+    to both, which would count it twice. ``may_rival`` leaves out the peers that cannot claim what
+    ``table`` does (a shorter predicate); ``claims`` must be false, not NULL, for no."""
+    return claims(table) & ~frames.any_of([claims(p) for p in table.peers if may_rival(p)])
+
+
+def claimants(claims: Callable[[TableConfig], Column], tables: list[TableConfig]) -> Column:
+    """The qualified names of the ``tables`` that claim the record (an array): a source's records
+    no table takes are those with other than exactly one (:func:`sole_claim` of each table)."""
+    return F.array_compact(F.array(*[F.when(claims(t), F.lit(t.qualified)) for t in tables]))
 
 
 def one_json_value(value: Column) -> Column:

@@ -60,7 +60,7 @@ from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_tx
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
-from sqlcdc.formats.base import one_json_value, read_text_lines, record_id
+from sqlcdc.formats.base import claimants, one_json_value, read_text_lines, record_id, sole_claim
 from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, split_value_errors, typed_struct
 
 NAME = "debezium"
@@ -216,10 +216,9 @@ def _claims(table: TableConfig) -> Column:
 
 
 def _matches(table: TableConfig) -> Column:
-    """The event belongs to ``table`` and to no other table of the source (``TableConfig.peers``):
-    one without ``source.schema`` while two tables share its name goes to quarantine, not to both."""
-    rivals = [p for p in table.peers if p.table.lower() == table.table.lower()]
-    return _claims(table) & ~frames.any_of([_claims(p) for p in rivals])
+    """The event belongs to ``table`` alone: one without ``source.schema`` while two tables share
+    its name goes to quarantine (:func:`~sqlcdc.formats.base.sole_claim`)."""
+    return sole_claim(_claims, table, lambda peer: peer.table.lower() == table.table.lower())
 
 
 def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
@@ -231,19 +230,19 @@ def unrouted_parsed(parsed: DataFrame, source: SourceConfig, tables: Iterable[Ta
     """:func:`unrouted` of rows with ``_payload`` and ``_envelope_error`` (as :func:`_parsed` gives)."""
     tables = list(tables)
     parsed = parsed.where(~is_skipped())
-    claimants = F.array_compact(F.array(*[F.when(_claims(t), F.lit(t.qualified)) for t in tables]))
+    claiming = claimants(_claims, tables)
     names = ", ".join(t.qualified for t in tables) or "none"
     reason = F.coalesce(
         F.col("_envelope_error"),
-        F.when(F.size(claimants) > 1, F.format_string(
+        F.when(F.size(claiming) > 1, F.format_string(
             "more than one onboarded table could take this event (%s): its source names table %s but no schema",
-            F.array_join(claimants, ", "), F.col("_payload.source.table"))),
+            F.array_join(claiming, ", "), F.col("_payload.source.table"))),
         F.format_string(
             "no onboarded table for %s.%s in source %s (onboarded: %s)",
             F.col("_payload.source.schema"), F.col("_payload.source.table"), F.lit(source.name), F.lit(names),
         ),
     )
-    bad = frames.where(parsed, F.col("_envelope_error").isNotNull() | (F.size(claimants) != 1), "_unrouted")
+    bad = frames.where(parsed, F.col("_envelope_error").isNotNull() | (F.size(claiming) != 1), "_unrouted")
     return bad.select(*model.quarantine_row(source_name=source.name, source_format=source.format, reason=reason))
 
 

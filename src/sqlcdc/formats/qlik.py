@@ -131,7 +131,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats._masks import BYTE_ORDERS, mask_has
 from sqlcdc.formats._qlik_data import (
-    _data_rows, _matches, _option, claimants, _padded_sequence, _sequence_problem, _utc, transaction_marks,
+    _claims, _data_rows, _matches, _option, _padded_sequence, _sequence_problem, _utc, transaction_marks,
 )
 from sqlcdc.formats._qlik_messages import _explain_udf, _get, _inline, _parsed, valid
 from sqlcdc.formats._qlik_metadata import (
@@ -139,7 +139,7 @@ from sqlcdc.formats._qlik_metadata import (
     _versions_with_problems, _union_columns, metadata_landing, metadata_versions,
 )
 from sqlcdc.formats._qlik_types import spec_for
-from sqlcdc.formats.base import read_text_lines, record_id
+from sqlcdc.formats.base import claimants, read_text_lines, record_id
 from sqlcdc.values import ColumnSpec, provided_columns, split_value_errors, typed_struct
 
 # Re-exported: the decoder is split into the private modules _qlik_*; these stay ``qlik.<name>``.
@@ -232,7 +232,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
         "cannot tell which table this data message belongs to: it has no schema/table fields, its "
         "headers.externalSchemaId (%s) matches no metadata message's schemaId, and no table's "
         "options.path_regex matches its file", F.coalesce(F.col("_ext_id"), F.lit("absent"))))
-    orphans = dt.select("*", claimants(tables).alias("_claimants")).where(F.size("_claimants") != 1).select(
+    orphans = dt.select("*", claimants(_claims, tables).alias("_claimants")).where(F.size("_claimants") != 1).select(
         *model.quarantine_row(source_name=source.name, source_format=NAME, reason=reason, rules=F.array(F.lit("routing")))
     )
     return bad.unionByName(orphans)
