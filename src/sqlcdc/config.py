@@ -240,18 +240,15 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
 
     tables = with_peers(tables)
     seen: dict[str, str] = {}
-    onboarded: dict[tuple[str, str, str], str] = {}
-    for t in tables:
+    for i, t in enumerate(tables):
         for target in (t.silver_table, t.scd1_table, t.scd2_table):
             if target in seen and seen[target] != t.file:
                 problems.append(f"{t.file}:1: name: target table {target!r} is also produced by {seen[target]}")
             seen[target] = t.file
-        db = str(t.options.get("database") or t.source.options.get("database") or "").lower()  # CES: per db
-        same = [f for (src, name, d), f in onboarded.items()
-                if (src, name) == (t.source.name, t.qualified.lower()) and (not d or not db or d == db)]
+        same = [p.file for p in tables[:i] if p.source.name == t.source.name
+                and formats.get(t.source.format).same_records(p, t)]
         if same:  # each record of that table would be taken (and counted) by both
             problems.append(f"{t.file}:1: table: {t.qualified} of source {t.source.name} is also onboarded by {same[0]}")
-        onboarded[(t.source.name, t.qualified.lower(), db)] = t.file
     if problems:
         partial = PipelineConfig(name=data["name"], sources=sources, tables=tuple(tables), file=str(path),
                                  description=data.get("description")) if pipeline_ok else None

@@ -191,6 +191,12 @@ class Decoder(ABC):
                                   table_name=table.name, rules=F.array(F.lit("waiting")))
         )
 
+    def same_records(self, a: TableConfig, b: TableConfig) -> bool:
+        """Whether tables ``a`` and ``b`` of one source would take the same records: the table
+        onboarded twice, each record counted by both (:func:`sqlcdc.config.load_pipeline` refuses
+        the second). Default: the same ``schema.table``, case-insensitively."""
+        return a.qualified.lower() == b.qualified.lower()
+
     def handoff_problem(self, table: TableConfig) -> str | None:
         """Why ``table`` of this producer cannot be in a producer hand-off (``sources:``), or None.
         Default: it can when the producer has a ``position_field``."""

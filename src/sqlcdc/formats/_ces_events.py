@@ -22,7 +22,7 @@ from sqlcdc.values import commit_time
 
 __all__ = [
     "DATA_SCHEMA", "DEFAULT_SPLIT_TIMEOUT", "ENVELOPE_SCHEMA",
-    "disposition", "envelopes", "events", "routed", "split_timeout_seconds", "transaction_marks",
+    "disposition", "envelopes", "events", "routed", "same_records", "split_timeout_seconds", "transaction_marks",
     "_BRONZE", "_ENV_ATTRS", "_dedup", "_get", "_group_events", "_groups", "_image_map", "_pk_value",
     "_routes", "_segment_base",
 ]
@@ -273,10 +273,22 @@ def _routes(table: TableConfig) -> Column:
     """The event belongs to ``table``: schema and table name match (case-insensitively, as SQL
     Server's default collation does); table option ``database`` also filters on ``eventsource.db``."""
     cond = (F.lower(F.col("src_schema")) == table.schema.lower()) & (F.lower(F.col("src_table")) == table.table.lower())
-    db = table.options.get("database") or table.source.options.get("database")
+    db = _database(table)
     if db:
         cond = cond & (F.lower(F.col("src_db")) == str(db).lower())
     return F.coalesce(cond, F.lit(False))
+
+
+def _database(table: TableConfig) -> str | None:
+    """The database whose events ``table`` takes (option ``database``, table or source); None: every one."""
+    return table.options.get("database") or table.source.options.get("database")
+
+
+def same_records(a: TableConfig, b: TableConfig) -> bool:
+    """:meth:`~sqlcdc.formats.Decoder.same_records`: the same ``schema.table`` in databases that
+    overlap (a table without a database takes the events of every one)."""
+    da, db = _database(a), _database(b)
+    return a.qualified.lower() == b.qualified.lower() and (not da or not db or str(da).lower() == str(db).lower())
 
 
 # ----------------------------------------------------------------------------- event fields

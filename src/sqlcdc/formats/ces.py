@@ -99,7 +99,7 @@ from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats._ces_events import DATA_SCHEMA, DEFAULT_SPLIT_TIMEOUT, ENVELOPE_SCHEMA, _groups, _image_map  # noqa: F401
 from sqlcdc.formats._ces_events import _key_disagrees, _pk_value, _routes, disposition, envelopes, events, split_timeout_seconds
-from sqlcdc.formats._ces_events import routed, transaction_marks
+from sqlcdc.formats._ces_events import routed, same_records, transaction_marks
 from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
 from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
 from sqlcdc.formats.base import bronze_columns, read_landed_files, read_text_lines
@@ -468,8 +468,7 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
 class Ces(Decoder):
     """SQL Server 2025 Change Event Streaming CloudEvents (JSON lines or Avro), split events reassembled."""
 
-    name = NAME
-    label = "SQL Server (Change Event Streaming)"
+    name, label = NAME, "SQL Server (Change Event Streaming)"
     dlt_meta_select = staticmethod(dlt_meta.ces_select)
     streaming = STREAMING
     options = {
@@ -489,6 +488,7 @@ class Ces(Decoder):
     disposition = staticmethod(disposition)
     routed = staticmethod(routed)
     transaction_marks = staticmethod(transaction_marks)
+    same_records = staticmethod(same_records)
     transaction_end = "later_commit"  # CES says no event count per commit
     depends_on_time = True  # split segments time out (split_timeout) with nothing new landed
 
