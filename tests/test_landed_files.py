@@ -106,6 +106,7 @@ def test_a_local_streaming_read_keeps_what_it_can_and_adds_a_row_per_damaged_fil
     landing = tmp_path / "landing"
     _land(landing)
     (landing / "h.json").write_text('{"__sqlcdc_unreadable_file": null}\n')  # a record cannot pass for a marker
+    (landing / "i.json").write_bytes(b'{"name": "caf\xe9"}\n' + GOOD[0].encode() + b"\n")  # a Latin-1 line, then a good one
     src = debezium.DECODER  # its bronze is read_text_lines over the landing folder
     from sqlcdc.config import SourceConfig
 
@@ -121,22 +122,27 @@ def test_a_local_streaming_read_keeps_what_it_can_and_adds_a_row_per_damaged_fil
     bronze = spark.read.parquet(str(out))
     markers = bronze.where(base.is_unreadable_file())
     assert sorted(Path(r.source_file).name for r in markers.collect()) == ["c.json.gz", "d.json.gz", "e.json.bz2"]
-    records = bronze.where(~base.is_unreadable_file())
+    records = bronze.where(~base.is_rejected_before_decoding())  # (Python cannot take i.json's first line)
     by_file = {}
     for r in records.collect():
         by_file.setdefault(Path(r.source_file).name, []).append(r.value)
     assert sorted(by_file["a.json"]) == sorted(by_file["b.json.gz"]) == sorted(GOOD)
     assert by_file["h.json"] == ['{"__sqlcdc_unreadable_file": null}']
+    assert by_file["i.json"] == [GOOD[0]]
     assert "d.json.gz" not in by_file and ".f.json.gz" not in by_file and "g.txt.gz" not in by_file
     # what Spark decompressed before the cut: lines of the file (the last one may be cut short)
     assert all(any(g.startswith(v) for g in GOOD) for v in by_file.get("c.json.gz", []))
 
-    q = base.unreadable_file_rows(bronze, "s", "debezium").collect()
+    q = base.rejected_before_decoding(bronze, "s", "debezium").collect()
     assert sorted((Path(r.bronze_file).name, r.reason.split(" (")[0], r.rules) for r in q) == [
         ("c.json.gz", "file c.json.gz cannot be read: not a whole gzip file", ["unreadable_file"]),
         ("d.json.gz", "file d.json.gz cannot be read: not a whole gzip file", ["unreadable_file"]),
         ("e.json.bz2", "file e.json.bz2 cannot be read: not a whole bzip2 file", ["unreadable_file"]),
+        ("i.json", "not UTF-8 text: byte e9 at offset 13", ["not_utf8"]),
     ]
+    # the quarantine row shows the bad byte as U+FFFD: every client reads it (Arrow refused the bytes)
+    assert [r.raw for r in q if r.rules == ["not_utf8"]] == ['{"name": "caf\ufffd"}']
+    assert len(base.rejected_before_decoding(bronze, "s", "debezium").toPandas()) == 4
 
     run()  # nothing new landed: no new row, the markers are not read twice
     assert spark.read.parquet(str(out)).count() == bronze.count()
@@ -293,7 +299,7 @@ def test_a_local_streaming_avro_read_keeps_what_it_can_and_adds_a_row_per_damage
     assert all(e in CES_EVENTS for f in ("cut.avro", "sync.avro", "flipped.avro") for e in by_file.get(f, []))
     assert 0 < len(by_file["cut.avro"]) < len(CES_EVENTS)
 
-    q = base.unreadable_file_rows(bronze, "s", "ces").collect()
+    q = base.rejected_before_decoding(bronze, "s", "ces").collect()
     assert sorted((Path(r.bronze_file).name, r.reason.split(" (")[0], r.rules) for r in q) == [
         (name, f"file {name} cannot be read: not a whole Avro container file", ["unreadable_file"]) for name in damaged]
     assert all(r.reason.endswith("; what could be read before the damage was landed as usual") for r in q)

@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sqlcdc import dq_metrics, expectations, formats, frames, gold, reshape, runtime, transport
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
-from sqlcdc.formats.base import is_unreadable_file, one_scan_per_source, unreadable_file_rows
+from sqlcdc.formats.base import is_rejected_before_decoding, one_scan_per_source, rejected_before_decoding
 from sqlcdc.values import ColumnSpec
 
 CONFIG_CONF = "sqlcdc.config"
@@ -176,7 +176,8 @@ def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
 def unrouted_query(decoder, source: SourceConfig, tables: list[TableConfig],
                    stored: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
     """The query of a streaming source's ``unrouted_<source>`` flow, its own rejects in one flow:
-    records no table takes, envelopes that fail their JSON Schema, rows for unreadable files.
+    records no table takes, envelopes that fail their JSON Schema, and what no decoder sees (rows
+    for unreadable files, records that are not UTF-8 text: :func:`~sqlcdc.formats.base.rejected_before_decoding`).
     ``stored`` reads the source's bronze table. One flow, not one per kind: SDP resolves every flow
     into a table again as each of them starts, so a flow more into ``quarantine_<source>`` costs a
     resolution of all the others (the envelope check had a flow of its own before:
@@ -184,23 +185,15 @@ def unrouted_query(decoder, source: SourceConfig, tables: list[TableConfig],
     envelope = expectations.envelope_schema(decoder)
 
     def unrouted() -> DataFrame:
-        records = stored().where(~is_unreadable_file())
+        records = stored().where(~is_rejected_before_decoding())
         valid = expectations.valid_envelopes(records, decoder, envelope) if envelope else records
         out = decoder.unrouted(valid, source, tables)
-        if _holds_unreadable_files(source):  # else a second scan of bronze for rows that cannot be there
-            out = out.unionByName(unreadable_file_rows(stored(), source.name, decoder.name))
+        out = out.unionByName(rejected_before_decoding(stored(), source.name, decoder.name))
         if envelope:
             out = out.unionByName(expectations.invalid_envelopes(records, decoder, envelope, source))
         return out
 
     return unrouted
-
-
-def _holds_unreadable_files(source: SourceConfig) -> bool:
-    """Whether the source's bronze can hold rows for landed files that could not be read
-    (:func:`sqlcdc.formats.base.read_text_lines`): streaming reads of landing folders. Kafka
-    sources land no files; change-table exports quarantine their own (:mod:`sqlcdc.formats.cdc_ct`)."""
-    return not transport.is_stream(source) and formats.get(source.format).bronze_streaming
 
 
 def _checked(decoder, table: TableConfig, cols, bronze) -> DataFrame:
@@ -307,12 +300,12 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
 
 def _readers(decoder, envelope: dict | None,
              stored: Callable[[], DataFrame]) -> tuple[Callable[[], DataFrame], Callable[[], DataFrame]]:
-    """``(landed, bronze)`` over a source's stored bronze: ``landed`` its records (not the rows
-    that stand for unreadable files), ``bronze`` what the decoder sees (the envelopes that pass
+    """``(landed, bronze)`` over a source's stored bronze: ``landed`` its records a decoder may
+    see (not the rows :func:`~sqlcdc.formats.base.is_rejected_before_decoding`), ``bronze`` what the decoder sees (the envelopes that pass
     their JSON Schema, when the format has one)."""
 
     def landed() -> DataFrame:
-        return stored().where(~is_unreadable_file())
+        return stored().where(~is_rejected_before_decoding())
 
     def bronze() -> DataFrame:
         return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
@@ -345,8 +338,7 @@ def source_quarantine_query(decoder, source: SourceConfig, tables: list[TableCon
     def quarantine() -> DataFrame:
         by_name = read or spark().read.table
         parts = [decoder.unrouted(bronze(), source, tables)]  # a waiting table's records are its own
-        if _holds_unreadable_files(source):
-            parts.append(unreadable_file_rows(stored(), source.name, decoder.name))
+        parts.append(rejected_before_decoding(stored(), source.name, decoder.name))
         if envelope:
             parts.append(expectations.invalid_envelopes(landed(), decoder, envelope, source))
         parts += [decoder.waiting(bronze(), source, table, why) for table, why in waits]

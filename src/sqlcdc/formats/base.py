@@ -11,10 +11,12 @@ import os
 import re
 import zlib
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Hashable, Iterator
 from urllib.parse import quote, unquote
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.readwriter import DataFrameReader
@@ -38,7 +40,7 @@ def landed_files_reader(spark: SparkSession, *, streaming: bool = False) -> Data
 STATE_DIR_ENV = "SQLCDC_STATE_DIR"
 
 #: The key of the bronze ``value`` that stands for a landed file that cannot be read to its end
-#: (:func:`unreadable_file_rows`); the pipeline quarantines such rows as files, before any decoder.
+#: (:func:`rejected_before_decoding`); the pipeline quarantines such rows as files, before any decoder.
 UNREADABLE_FILE = "__sqlcdc_unreadable_file"
 
 _MARKER_SCHEMA = StructType([StructField("value", StringType()), StructField("source_file", StringType())])
@@ -245,15 +247,65 @@ def is_unreadable_file() -> Column:
     return F.coalesce(F.col("value").startswith('\n{"' + UNREADABLE_FILE + '"'), F.lit(False))
 
 
-def unreadable_file_rows(bronze: DataFrame, source_name: str, source_format: str) -> DataFrame:
-    """Quarantine rows (rule ``unreadable_file``) for the bronze rows of unreadable landed files."""
+def is_not_utf8() -> Column:
+    """True for the bronze records whose bytes are not UTF-8 text (a file landed in another encoding,
+    a Kafka value that is not text). Spark keeps such bytes as they came; Python cannot take them
+    (an Arrow UDF -- the JSON Schema explanations -- failed on one and stopped the whole run, and
+    ``toPandas()`` or delta-rs would fail on any table holding one), so no decoder sees them."""
+    return F.coalesce(~F.is_valid_utf8(F.col("value")), F.lit(False))
+
+
+def is_rejected_before_decoding() -> Column:
+    """True for the bronze rows the pipeline quarantines before any decoder
+    (:func:`rejected_before_decoding`): unreadable files and records that are not UTF-8 text."""
+    return is_unreadable_file() | is_not_utf8()
+
+
+def utf8_problem(raw: bytes | bytearray | None) -> str | None:
+    """Why ``raw`` is not UTF-8 text, naming its first bad bytes and their offset; None when it is.
+
+    >>> utf8_problem(b'{"name": "caf\\xe9"}')
+    'not UTF-8 text: byte e9 at offset 13 (invalid continuation byte)'
+    """
+    if raw is None:
+        return None
+    try:
+        bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as e:
+        bad = bytes(raw)[e.start:e.end]
+        return f"not UTF-8 text: byte{'s' if len(bad) > 1 else ''} {bad.hex(' ')} at offset {e.start} ({e.reason})"
+    return None
+
+
+@lru_cache(maxsize=None)
+def _utf8_problem_udf():
+    """:func:`utf8_problem` as an Arrow UDF over binary: only ever applied to the rows
+    :func:`is_not_utf8` flagged (Arrow cannot pass their bytes as strings)."""
+
+    @F.pandas_udf(StringType())
+    def problem(raw: pd.Series) -> pd.Series:
+        return raw.map(utf8_problem)
+
+    return problem
+
+
+def rejected_before_decoding(bronze: DataFrame, source_name: str, source_format: str) -> DataFrame:
+    """Quarantine rows for the bronze rows no decoder sees (:func:`is_rejected_before_decoding`):
+    rule ``unreadable_file`` for a landed file that could not be read to its end, rule ``not_utf8``
+    for a record that is not UTF-8 text (its reason names the first bad bytes and their offset; its
+    ``raw`` shows them as U+FFFD, so the quarantine table stays readable by every client, while
+    ``bronze_<source>`` keeps the bytes as they came)."""
     from sqlcdc import model
 
-    return bronze.where(is_unreadable_file()).select(
+    unreadable = is_unreadable_file()
+    return bronze.where(is_rejected_before_decoding()).select(
         *model.quarantine_row(
             source_name=source_name, source_format=source_format,
-            reason=F.get_json_object(F.expr("substr(value, 2)"), f"$.{UNREADABLE_FILE}"),
-            rules=F.array(F.lit("unreadable_file")),
+            reason=F.when(unreadable, F.get_json_object(F.expr("substr(value, 2)"), f"$.{UNREADABLE_FILE}")).otherwise(
+                F.coalesce(_utf8_problem_udf()(F.when(~unreadable, F.col("value").cast("binary"))),
+                           F.lit("not UTF-8 text"))),
+            rules=F.array(F.when(unreadable, F.lit("unreadable_file")).otherwise(F.lit("not_utf8"))),
+            raw=F.make_valid_utf8(F.col("value")),
         )
     )
 
