@@ -24,7 +24,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sqlcdc.formats.base import one_json_value
+from sqlcdc.formats.base import json_trim, one_json_value
 
 STATUSES = ("BEGIN", "END")
 _BOUNDARY_DDL = "status string, id string, event_count string, op string"
@@ -40,7 +40,7 @@ def is_boundary(value: Column) -> Column:
     """A BEGIN or END record of the transaction topic: ``status`` BEGIN/END, an ``id``, no ``op``
     (at the top or under ``payload``), one JSON document that reads. The text tests run first:
     other records skip the parses."""
-    v = F.trim(value)
+    v = json_trim(value)
     b = _boundary_fields(value)
     return F.coalesce(
         v.startswith("{") & v.contains('"status"') & (v.contains('"BEGIN"') | v.contains('"END"'))

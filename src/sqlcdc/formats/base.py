@@ -242,6 +242,21 @@ def check_landed_files(folder: str, glob: str | None, state: Path) -> Path:
     return markers
 
 
+#: What JSON counts as whitespace (RFC 8259); Spark's ``trim`` strips spaces only.
+JSON_WHITESPACE = " \t\r\n"
+
+
+def json_trim(text: Column) -> Column:
+    """``text`` without the JSON whitespace at either end."""
+    return F.trim(text, F.lit(JSON_WHITESPACE))
+
+
+def is_blank(text: Column) -> Column:
+    """True where ``text`` is NULL or JSON whitespace only (a line of tabs or a CR too): a blank
+    line of a landed file, which is no record."""
+    return F.coalesce(json_trim(text) == "", F.lit(True))
+
+
 def is_unreadable_file() -> Column:
     """True for the bronze rows that stand for a landed file that could not be read to its end."""
     return F.coalesce(F.col("value").startswith('\n{"' + UNREADABLE_FILE + '"'), F.lit(False))

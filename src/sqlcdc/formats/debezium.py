@@ -60,7 +60,7 @@ from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_tx
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
-from sqlcdc.formats.base import claimants, one_json_value, read_text_lines, record_id, sole_claim
+from sqlcdc.formats.base import claimants, json_trim, one_json_value, read_text_lines, record_id, sole_claim
 from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, split_value_errors, typed_struct
 
 NAME = "debezium"
@@ -165,7 +165,7 @@ def is_skipped(bronze: DataFrame | None = None) -> Column:
     Only those: an object with any other field (an event without ``op`` whose text merely contains
     ``"payload"``) is an event that does not read, and is quarantined with the reason.
     """
-    v = F.trim(F.col("value"))
+    v = json_trim(F.col("value"))
     env = F.from_json(F.col("value"), "schema string, payload string")
     keys = F.json_object_keys(F.col("value"))
     null_payload = (  # the text tests first: Spark's AND skips the parses for every other row
@@ -193,7 +193,7 @@ def _parsed(bronze: DataFrame) -> DataFrame:
         F.col("_env.op").isNotNull(), F.col("value"))
     staged = staged.select("*", F.from_json(payload_text, _PAYLOAD_DDL).alias("_payload"))
     payload = F.col("_payload")
-    not_object = ~F.trim(F.col("value")).startswith("{")
+    not_object = ~json_trim(F.col("value")).startswith("{")
     error = (
         F.when(not_object, F.lit("not a JSON object"))
         .when(F.try_parse_json(F.col("value")).isNull(), F.lit(NOT_JSON))

@@ -53,7 +53,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats import debezium as dbz
 from sqlcdc.formats._connect_discovery import schema_envelope
-from sqlcdc.formats.base import landed_folder, one_json_value
+from sqlcdc.formats.base import json_trim, landed_folder, one_json_value
 from sqlcdc.values import ColumnSpec
 
 NAME = "debezium_flat"
@@ -107,7 +107,7 @@ def _parsed(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     )
     add_fields = "add.fields=op,table,schema,commit_lsn,change_lsn,event_serial_no,source.ts_ms"
     error = (
-        F.when(~F.trim(value).startswith("{"), F.lit("not a JSON object"))
+        F.when(~json_trim(value).startswith("{"), F.lit("not a JSON object"))
         .when(F.try_parse_json(value).isNull(), F.lit(dbz.NOT_JSON))
         .when(~one_json_value(value), F.lit(dbz.TWO_DOCUMENTS))
         .when(m.isNull(), F.lit("`payload` is not a JSON object (a flattened record is the row itself)"))
