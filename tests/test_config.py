@@ -136,6 +136,22 @@ def test_a_ces_table_may_be_onboarded_once_per_database(tmp_path):
         f"{tmp_path / 'tables' / 'c.yml'}:1: table: dbo.T of source ev is also onboarded by {tmp_path / 'tables' / 'a.yml'}"]
 
 
+def test_a_change_table_is_onboarded_once_per_capture_instance(tmp_path):
+    """Change-table files are routed by capture instance: one table under two (a schema change in
+    progress) is two tables; two tables with one capture instance would take the same files."""
+    table = "keys: [id]\ncolumns: [{name: id, type: int}]\n"
+    files = {"pipeline.yml": "name: p\nsources:\n  ct:\n    format: cdc_ct\n    landing: l\n",
+             "tables/a.yml": "table: dbo.orders\n" + table,
+             "tables/b.yml": "table: dbo.orders\nname: orders_v2\noptions: {capture_instance: dbo_orders_v2}\n" + table}
+    assert [t.name for t in load_pipeline(_write(tmp_path, files)).tables] == ["orders", "orders_v2"]
+    # dbo.a_b and dbo_a.b: both capture instance dbo_a_b by default, the second says so in any case
+    (tmp_path / "tables" / "c.yml").write_text("table: dbo.a_b\n" + table)
+    (tmp_path / "tables" / "d.yml").write_text("table: dbo_a.b\nname: dbo_a_b2\noptions: {capture_instance: DBO_A_B}\n" + table)
+    assert _problems(tmp_path / "pipeline.yml") == [
+        f"{tmp_path / 'tables' / 'd.yml'}:1: table: dbo_a.b of source ct is also onboarded by "
+        f"{tmp_path / 'tables' / 'c.yml'} (as dbo.a_b: the same records)"]
+
+
 def test_broken_config_lists_every_problem_with_file_line_and_field():
     broken = FIX / "broken" / "tables"
     assert _problems(FIX / "broken" / "pipeline.yml") == [

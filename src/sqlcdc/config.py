@@ -245,10 +245,10 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
             if target in seen and seen[target] != t.file:
                 problems.append(f"{t.file}:1: name: target table {target!r} is also produced by {seen[target]}")
             seen[target] = t.file
-        same = [p.file for p in tables[:i] if p.source.name == t.source.name
-                and formats.get(t.source.format).same_records(p, t)]
+        same = [p for p in tables[:i] if p.source.name == t.source.name and formats.get(t.source.format).same_records(p, t)]
         if same:  # each record of that table would be taken (and counted) by both
-            problems.append(f"{t.file}:1: table: {t.qualified} of source {t.source.name} is also onboarded by {same[0]}")
+            also = "" if same[0].qualified.lower() == t.qualified.lower() else f" (as {same[0].qualified}: the same records)"
+            problems.append(f"{t.file}:1: table: {t.qualified} of source {t.source.name} is also onboarded by {same[0].file}{also}")
     if problems:
         partial = PipelineConfig(name=data["name"], sources=sources, tables=tuple(tables), file=str(path),
                                  description=data.get("description")) if pipeline_ok else None

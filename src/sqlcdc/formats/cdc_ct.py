@@ -475,6 +475,12 @@ class ChangeTables(Decoder):
             return "net changes give a row's final state per query window, not its changes at their log positions"
         return None
 
+    def same_records(self, a: TableConfig, b: TableConfig) -> bool:
+        """The same capture instance (SQL Server compares names case-insensitively): files are routed by
+        it, so ``dbo.a_b`` and ``dbo_a.b`` (both ``dbo_a_b`` by default) would take the same files,
+        while one table under two capture instances (a schema change in progress) takes different ones."""
+        return table_capture_instance(a).lower() == table_capture_instance(b).lower()
+
     def change_position(self, table: TableConfig) -> Column:
         """The change's own ``__$seqval``, kept in its change id (``cdc_ct:<ci>:<start>:<seqval>:<op>``):
         the sequence's ``change_lsn`` is re-dealt in command order (see :func:`decode`)."""
