@@ -59,14 +59,23 @@ def damaged_files(file: str) -> dict[str, str]:
     return gz | (DAMAGED_AVRO if file == SOURCES["ces"][2] else {})
 
 
-def not_utf8_file(file: str) -> tuple[str, bytes, str]:
-    """(name, bytes, quarantine reason) of a file of a producer holding one line that is not UTF-8
+def not_utf8_file(producer: str, file: str, good: str) -> tuple[str, bytes, list[str]]:
+    """(name, bytes, quarantine reasons) of a file of a producer holding a line that is not UTF-8
     text (a Latin-1 byte in its first field name), then blank lines (spaces, a tab, a CR): the byte
     stopped the whole run (Arrow refused it in the first Python UDF it reached); the blank lines were
-    quarantined as not JSON (Qlik; a tab everywhere) though they are no records."""
+    quarantined as not JSON (Qlik; a tab everywhere) though they are no records. For CES also ``good``
+    (the producer's first good record) with a Latin-1 column name in ``eventsource.cols``, for Qlik a
+    metadata message of another table with one: column discovery must not take them (a metadata
+    message that is not text was counted as skipped and quarantined both)."""
     stem, _, ext = file.rpartition(".")
-    return (f"{stem}_latin1.{ext}", b'{"\xe9t\xe9": 1}\n\n  \n\t\n \t\r\n',
-            "not UTF-8 text: byte e9 at offset 2 (invalid continuation byte)")
+    lines = [b'{"\xe9t\xe9": 1}']
+    if producer == "ces":
+        lines.append(good.encode().replace(b'\\"name\\": \\"price\\"', b'\\"name\\": \\"pr\xe9ce\\"'))
+    if producer == "qlik":
+        lines.append(json.dumps(h.QLIK_METADATA).encode().replace(b'"table": "t"', b'"table": "other"').replace(b'"NAME"', b'"NAM\xc9"'))
+    reasons = [f"not UTF-8 text: byte {line[i]:02x} at offset {i} (invalid continuation byte)"
+               for line in lines for i in [min(line.index(b) for b in (b"\xe9", b"\xc9") if b in line)]]
+    return f"{stem}_latin1.{ext}", b"\n".join(lines) + b"\n\n  \n\t\n \t\r\n", reasons
 
 
 #: The CES source's landed Avro container file that is not Avro (its records all land as JSON lines).
@@ -122,7 +131,8 @@ def land(landing: Path) -> tuple[str, dict[str, str]]:
         cut, junk, *avro = damaged_files(file)
         (folder / cut).write_bytes(gzip.compress(((alone + "\n") * 50).encode())[:-40])
         (folder / junk).write_bytes(b"these bytes were meant to be gzip\n")
-        (folder / not_utf8_file(file)[0]).write_bytes(not_utf8_file(file)[1])
+        latin1, text, _ = not_utf8_file(producer, file, alone)
+        (folder / latin1).write_bytes(text)
         for name in avro:
             (folder / name).write_bytes(b"these bytes were meant to be an Avro container file\n")
         # CES reads JSON lines by json_glob (default *.{json,jsonl,ndjson}): let it read .json.gz too;
@@ -170,14 +180,16 @@ def check(spark, tables: Path) -> None:
             rows = [r for r in quarantine.where(F.col("bronze_file").endswith(name)).collect()
                     if (r.reason or "").startswith(f"file {name} cannot be read")]
             assert len(rows) == 1 and f"file {name} cannot be read: {reason}" in rows[0].reason, f"{source}: {name}: {rows}"
-        latin1, _, reason = not_utf8_file(file)  # one quarantine row; a blank line is none (nor a record)
+        good = next(c.record for c in CASES_OF[producer] if c.place == "silver")
+        latin1, _, reasons = not_utf8_file(producer, file, good)  # a quarantine row per line; a blank line is none
         rows = [(r.rules, r.reason, r.raw) for r in quarantine.where(F.col("bronze_file").endswith(latin1)).collect()]
-        assert rows == [(["not_utf8"], reason, '{"\ufffdt\ufffd": 1}')], f"{source}: {latin1}: {rows}"
+        assert sorted(r[1] for r in rows) == sorted(reasons) and all(r[0] == ["not_utf8"] for r in rows), f"{source}: {rows}"
+        assert '{"\ufffdt\ufffd": 1}' in [r[2] for r in rows], f"{source}: {rows}"  # raw: the bad bytes as U+FFFD
         assert quarantine.toPandas().shape[0] == quarantine.count(), source  # each row readable in Python
         in_bronze = [r.value for r in bronze.where(F.col("source_file").endswith(latin1) & F.is_valid_utf8("value")).collect()]
         blank = ["", "  ", "\t", " \t"] if producer == "debezium" else []  # Debezium: tombstones, skipped
         assert sorted(in_bronze) == sorted(blank), f"{source}: {in_bronze}"
-        damaged = damaged | {latin1: reason}
+        damaged = damaged | {latin1: reasons[0]}
         # the records: everything else (what Spark read of the cut file before the damage is the
         # first good record again, or its last line cut short: in silver or quarantine, as the balance says)
         bronze = bronze.where(~_from(damaged, "source_file"))

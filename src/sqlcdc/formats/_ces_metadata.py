@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats._ces_events import _routes, events
-from sqlcdc.formats.base import scanned
+from sqlcdc.formats.base import is_not_utf8, scanned
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.values import ColumnSpec
 
@@ -87,8 +87,9 @@ def _source_shapes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     """One row per table name (``src_db``, ``src_schema``, ``src_table`` as the events spell them)
     and distinct ``eventsource.cols`` of the source's schema-valid events: the first and last commit
     position it was seen at and the ``pkkey`` names at the last. A scan of all of bronze, done once
-    for all of the source's tables (:func:`sqlcdc.formats.base.scanned`)."""
-    ev = frames.where(events(bronze, source), (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull()
+    for all of the source's tables (:func:`sqlcdc.formats.base.scanned`); not of events that are not
+    UTF-8 text (the pipeline quarantines them; their names would stop the collect)."""
+    ev = frames.where(events(bronze.where(~is_not_utf8()), source), (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull()
                       & F.col("commit_lsn").isNotNull(), "_shaped")
     pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).alias("seq"))
     return (
