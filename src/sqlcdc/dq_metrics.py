@@ -56,7 +56,6 @@ from pyspark.sql import functions as F
 
 from sqlcdc import expectations, formats, frames, run_log
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig
-from sqlcdc.formats.base import is_rejected_before_decoding
 
 TABLE = "dq_metrics"
 SOURCE_LEVEL = "*"
@@ -148,8 +147,7 @@ def metrics(cfg: PipelineConfig, read: Callable[[str], DataFrame],
         tables += src_tables
         rules_of.update({t.name: expectations.rules_for(t, columns(t)) for t in src_tables})
         bronze = read(source.bronze_table)
-        skipped = decoder.is_skipped(bronze) & ~is_rejected_before_decoding()  # those are quarantined
-        parts.append(event(bronze.where(~F.coalesce(skipped, F.lit(False))), source, F.lit(SOURCE_LEVEL), no_rules,
+        parts.append(event(bronze.where(~decoder.skipped(bronze)), source, F.lit(SOURCE_LEVEL), no_rules,
                            zero, zero, zero, zero, F.lit(None), landed=one, ingest_time="ingest_time"))
         for t in src_tables:
             parts.append(event(read(t.silver_table), source, F.lit(t.name), F.col(expectations.WARNINGS_COL),

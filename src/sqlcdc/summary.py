@@ -19,7 +19,6 @@ from pyspark.sql import functions as F
 
 from sqlcdc import dq_metrics, formats
 from sqlcdc.config import PipelineConfig
-from sqlcdc.formats.base import is_rejected_before_decoding
 from sqlcdc.gold import transactions
 from sqlcdc.gold.spec import target as gold_target
 
@@ -95,8 +94,7 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
             continue
         decoder = formats.get(s.format)
         ids = bronze.select("record_id").distinct()
-        # a record no decoder saw (not UTF-8 text) is quarantined, even where the decoder's test would skip it
-        skipped = bronze.where(decoder.is_skipped(bronze) & ~is_rejected_before_decoding()).select("record_id").distinct()
+        skipped = bronze.where(decoder.skipped(bronze)).select("record_id").distinct()
         silver_ids = None
         for t in cfg.tables_of(s.name):
             df = _read(spark, warehouse, t.silver_table)

@@ -158,6 +158,14 @@ class Decoder(ABC):
         not quarantined. Default: none."""
         return F.lit(False)
 
+    def skipped(self, bronze: DataFrame) -> Column:
+        """The records of stored ``bronze`` a run counts as skipped: :meth:`is_skipped`, but not a
+        record the pipeline quarantines before any decoder sees it (not UTF-8 text, where the
+        decoder's own test might skip it: :func:`sqlcdc.formats.base.is_rejected_before_decoding`)."""
+        from sqlcdc.formats.base import is_rejected_before_decoding
+
+        return F.coalesce(self.is_skipped(bronze), F.lit(False)) & ~is_rejected_before_decoding()
+
     def unknown_types(self, columns: Iterable[ColumnSpec]) -> list[tuple[str, str]]:
         """``(column, source type)`` of columns whose type the decoder keeps as text (each gets a
         ``warn`` rule, :func:`sqlcdc.expectations.column_rules`). Default: none."""

@@ -52,8 +52,10 @@ BRONZE_SCHEMA = StructType([StructField(n, t) for n, t in (
     ("record_id", StringType()), ("value", StringType()), ("source_file", StringType()), ("ingest_time", TimestampType()))])
 
 
-def read_text_lines(spark: SparkSession, landing: str, *, streaming: bool = True, glob: str | None = None) -> DataFrame:
+def read_text_lines(spark: SparkSession, landing: str, *, streaming: bool = True, glob: str | None = None,
+                    blank_lines: bool = False) -> DataFrame:
     """Landed files, one envelope per line, as bronze rows: ``record_id, value, source_file, ingest_time``.
+    A blank line (:func:`is_blank`) is no record, unless ``blank_lines`` (Debezium: a tombstone).
 
     ``record_id`` is a hash of file path and line text: stable across re-reads, so lineage
     from silver and quarantine back to bronze survives a full refresh.
@@ -64,7 +66,8 @@ def read_text_lines(spark: SparkSession, landing: str, *, streaming: bool = True
     row for the file (:data:`UNREADABLE_FILE`, with the reason) that the pipeline quarantines.
     """
     def rows(raw: DataFrame) -> DataFrame:
-        return bronze_columns(raw.select("value", F.col("_metadata.file_path").alias("source_file")))
+        lines = raw if blank_lines else raw.where(~is_blank(F.col("value")))
+        return bronze_columns(lines.select("value", F.col("_metadata.file_path").alias("source_file")))
 
     return read_landed_files(spark, landing, file_format="text", streaming=streaming, glob=glob, rows=rows)
 

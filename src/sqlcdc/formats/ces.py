@@ -102,7 +102,7 @@ from sqlcdc.formats._ces_events import _key_disagrees, _pk_value, _routes, dispo
 from sqlcdc.formats._ces_events import routed, same_records, transaction_marks
 from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
 from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
-from sqlcdc.formats.base import bronze_columns, is_blank, read_landed_files, read_text_lines
+from sqlcdc.formats.base import bronze_columns, read_landed_files, read_text_lines
 from sqlcdc.values import ColumnSpec, split_value_errors, typed_struct, typed_value, value_error
 
 NAME = "ces"
@@ -149,10 +149,9 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
         )
     parts = []
     if ser in ("auto", "json"):
-        lines = read_text_lines(
+        parts.append(read_text_lines(  # (a blank line is no event)
             spark, source.landing, streaming=streaming, glob=source.options.get("json_glob", DEFAULT_JSON_GLOB)
-        )
-        parts.append(lines.where(~is_blank(F.col("value"))))
+        ))
     if ser in ("auto", "avro"):
         parts.append(read_avro(spark, source.landing, streaming=streaming,
                                glob=source.options.get("avro_glob", DEFAULT_AVRO_GLOB)))

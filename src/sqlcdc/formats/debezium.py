@@ -155,7 +155,7 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
     """Landed files of Debezium event values, one JSON document per line."""
     if not source.landing:
         raise ConfigError([f"{source.file}: sources.{source.name}.landing: required for a file source"])
-    return read_text_lines(spark, source.landing, streaming=streaming, glob=source.options.get("glob"))
+    return read_text_lines(spark, source.landing, streaming=streaming, glob=source.options.get("glob"), blank_lines=True)
 
 
 def is_skipped(bronze: DataFrame | None = None) -> Column:

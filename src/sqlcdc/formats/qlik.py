@@ -139,7 +139,7 @@ from sqlcdc.formats._qlik_metadata import (
     _versions_with_problems, _union_columns, metadata_landing, metadata_versions,
 )
 from sqlcdc.formats._qlik_types import spec_for
-from sqlcdc.formats.base import claimants, is_blank, read_text_lines, record_id
+from sqlcdc.formats.base import claimants, read_text_lines, record_id
 from sqlcdc.values import ColumnSpec, provided_columns, split_value_errors, typed_struct
 
 # Re-exported: the decoder is split into the private modules _qlik_*; these stay ``qlik.<name>``.
@@ -165,10 +165,10 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
     if not source.landing:
         raise ConfigError([f"{source.file}: sources.{source.name}.landing: required for a Qlik file source"])
     glob = source.options.get("glob")
-    out = read_text_lines(spark, source.landing, streaming=streaming, glob=glob).where(~is_blank(F.col("value")))
+    out = read_text_lines(spark, source.landing, streaming=streaming, glob=glob)
     extra = metadata_landing(source)
-    if extra:  # (a blank line is no message)
-        out = out.unionByName(read_text_lines(spark, extra, streaming=streaming, glob=glob).where(~is_blank(F.col("value"))))
+    if extra:
+        out = out.unionByName(read_text_lines(spark, extra, streaming=streaming, glob=glob))
     return out
 
 
