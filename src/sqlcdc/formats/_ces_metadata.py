@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats._ces_events import _routes, events
-from sqlcdc.formats.base import is_not_utf8, scanned
+from sqlcdc.formats.base import is_rejected_before_decoding, scanned
 from sqlcdc.names import DELTA_BAD_NAME_RE
 from sqlcdc.values import ColumnSpec
 
@@ -89,7 +89,7 @@ def _source_shapes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     position it was seen at and the ``pkkey`` names at the last. A scan of all of bronze, done once
     for all of the source's tables (:func:`sqlcdc.formats.base.scanned`); not of events that are not
     UTF-8 text (the pipeline quarantines them; their names would stop the collect)."""
-    ev = frames.where(events(bronze.where(~is_not_utf8()), source), (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull()
+    ev = frames.where(events(bronze.where(~is_rejected_before_decoding()), source), (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull()
                       & F.col("commit_lsn").isNotNull(), "_shaped")
     pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).alias("seq"))
     return (

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig, resolve_path
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
-from sqlcdc.formats.base import BRONZE_SCHEMA, is_not_utf8, read_text_lines, scanned
+from sqlcdc.formats.base import BRONZE_SCHEMA, is_rejected_before_decoding, read_text_lines, scanned
 from sqlcdc.names import DELTA_BAD_NAME_RE
 
 __all__ = ["COLUMN_STRUCT", "discover", "metadata_landing", "metadata_versions"]
@@ -107,7 +107,7 @@ def _metadata_parsed(bronze: DataFrame) -> DataFrame:
     the data messages, nearly all of bronze, skip the parse here. A message that is not UTF-8 text
     gives no version (the pipeline quarantines it; its names would stop the discovery's collect).
     """
-    return _parsed(bronze.where(F.col("value").contains("tableStructure") & ~is_not_utf8()), ("MD",))
+    return _parsed(bronze.where(F.col("value").contains("tableStructure") & ~is_rejected_before_decoding()), ("MD",))
 
 
 def metadata_versions(parsed: DataFrame) -> DataFrame:

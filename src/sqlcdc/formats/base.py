@@ -273,10 +273,31 @@ def is_not_utf8() -> Column:
     return F.coalesce(~F.is_valid_utf8(F.col("value")), F.lit(False))
 
 
+_HIGH = r"\\u[dD][89abAB][0-9a-fA-F]{2}"
+_LOW = r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+#: A ``\uD800``-``\uDFFF`` escape in JSON text without its pair (a lone UTF-16 surrogate; the escape
+#: is group 1). An escape is a backslash that is not itself escaped: one after an even run of
+#: backslashes (``\\ud800`` is the text ``\ud800``). A high half is lone unless a low escape
+#: follows; a low half is lone unless an unescaped high one comes just before it.
+LONE_SURROGATE_RE = (rf"(?<!\\)(?:\\\\)*({_HIGH}(?!{_LOW})|(?<!(?<!\\)(?:\\\\){{0,8}}{_HIGH}){_LOW})")
+
+
+def has_lone_surrogate() -> Column:
+    """True for the bronze records whose JSON text escapes half of a UTF-16 surrogate pair without
+    its other half (``"\\ud800"``). JSON's grammar takes it, but it stands for no character: Spark's
+    ``from_json`` reads it as ``?`` (a change-table row reached silver with its text silently
+    changed), ``parse_json`` refuses the whole line, and Python keeps it, then cannot write it as
+    UTF-8. So, like bytes that are not UTF-8, no decoder sees it. The regex runs only on the few
+    records that hold a surrogate escape at all."""
+    v = F.col("value")
+    return F.coalesce((v.contains("\\ud") | v.contains("\\uD")) & v.rlike(LONE_SURROGATE_RE), F.lit(False))
+
+
 def is_rejected_before_decoding() -> Column:
     """True for the bronze rows the pipeline quarantines before any decoder
-    (:func:`rejected_before_decoding`): unreadable files and records that are not UTF-8 text."""
-    return is_unreadable_file() | is_not_utf8()
+    (:func:`rejected_before_decoding`): unreadable files, records that are not UTF-8 text, and
+    records whose JSON escapes a lone surrogate (:func:`has_lone_surrogate`)."""
+    return is_unreadable_file() | is_not_utf8() | has_lone_surrogate()
 
 
 def utf8_problem(raw: bytes | bytearray | None) -> str | None:
@@ -312,17 +333,23 @@ def rejected_before_decoding(bronze: DataFrame, source_name: str, source_format:
     rule ``unreadable_file`` for a landed file that could not be read to its end, rule ``not_utf8``
     for a record that is not UTF-8 text (its reason names the first bad bytes and their offset; its
     ``raw`` shows them as U+FFFD, so the quarantine table stays readable by every client, while
-    ``bronze_<source>`` keeps the bytes as they came)."""
+    ``bronze_<source>`` keeps the bytes as they came), rule ``lone_surrogate`` for JSON text that
+    escapes half a surrogate pair (its reason names the escape)."""
     from sqlcdc import model
 
-    unreadable = is_unreadable_file()
+    unreadable, not_utf8 = is_unreadable_file(), is_not_utf8()
+    lone = F.regexp_extract(F.col("value"), LONE_SURROGATE_RE, 1)
     return bronze.where(is_rejected_before_decoding()).select(
         *model.quarantine_row(
             source_name=source_name, source_format=source_format,
-            reason=F.when(unreadable, F.get_json_object(F.expr("substr(value, 2)"), f"$.{UNREADABLE_FILE}")).otherwise(
-                F.coalesce(_utf8_problem_udf()(F.when(~unreadable, F.col("value").cast("binary"))),
-                           F.lit("not UTF-8 text"))),
-            rules=F.array(F.when(unreadable, F.lit("unreadable_file")).otherwise(F.lit("not_utf8"))),
+            reason=F.when(unreadable, F.get_json_object(F.expr("substr(value, 2)"), f"$.{UNREADABLE_FILE}"))
+            .when(not_utf8, F.coalesce(_utf8_problem_udf()(F.when(not_utf8, F.col("value").cast("binary"))),
+                                       F.lit("not UTF-8 text")))
+            .otherwise(F.format_string(
+                "not Unicode text: a JSON string escapes %s, half of a UTF-16 surrogate pair without its other "
+                "half (no character)", lone)),
+            rules=F.array(F.when(unreadable, F.lit("unreadable_file")).when(not_utf8, F.lit("not_utf8"))
+                          .otherwise(F.lit("lone_surrogate"))),
             raw=F.make_valid_utf8(F.col("value")),
         )
     )
