@@ -388,6 +388,12 @@ CT_CASES = [
     Case("cdc_ct", "lone surrogate escape in a column not configured", ct(57, extra="\udfff"), "escapes \\udfff, half of a UTF-16 surrogate pair without its other half"),
     Case("cdc_ct", "good surrogate pair escape", ct(58, notes="\ud83d\ude80"), after=ct_typed(58, notes="\U0001F680")),
     Case("cdc_ct", "good escaped backslash before u-d800 text", ct(59, notes="\\ud800"), after=ct_typed(59, notes="\\ud800")),
+    # JSON that Spark's from_json took by default: a key twice (the first value won), 'single quotes', NaN
+    Case("cdc_ct", "duplicate key", ct(60).replace('"customer": "c60"', '"customer": "c60", "customer": "c600"', 1),
+         "duplicate key customer in one row"),
+    Case("cdc_ct", "duplicate key column", ct(61).replace('"id": 61', '"id": 61, "id": 610', 1), "duplicate key id in one row"),
+    Case("cdc_ct", "single-quoted JSON", ct(62).replace('"', "'"), "not a JSON object"),
+    Case("cdc_ct", "NaN literal in a column not configured", with_raw(ct_row(63, extra="@X@"), "@X@", "NaN"), "not a JSON object"),
 ]
 
 

@@ -88,6 +88,11 @@ def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
 # --- a bronze row parsed -------------------------------------------------------------------------
 
 
+#: ``from_json`` options of a change-table row: JSON as RFC 8259 writes it (Spark's defaults also
+#: take 'single quotes' and NaN/Infinity literals, which no export writes and Python refuses).
+STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
+
+
 def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column) -> Column:
     """The configured columns' text, binary normalised to ``0x`` hex (kept as is when unreadable)."""
     entries = []
@@ -107,7 +112,9 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
     ci = table_capture_instance(table)
     option_b64 = str(table.source.options.get("binary_text", "hex")).lower() == "base64"
     rows = bronze.where(F.lower(capture_instance_col(F.col("source_file"))) == ci.lower())
-    first = F.from_json(F.col("value"), "map<string,string>")  # of '{...}{...}' Spark reads the first alone
+    # of '{...}{...}' Spark reads the first alone; strict JSON, as the other producers' parse_json:
+    # by default from_json took 'single quotes' and NaN literals
+    first = F.from_json(F.col("value"), "map<string,string>", STRICT_JSON)
     rows = rows.select("*", F.when(one_json_value(F.col("value")), first).alias("_m"), first.isNotNull().alias("_an_object"))
     m = F.col("_m")
     prefer_b64 = F.lit(True) if option_b64 else F.coalesce(m[BINARY_HINT] == "base64", F.lit(False))
@@ -146,6 +153,11 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
                 F.when(m.isNull() & F.col("_an_object"), F.lit(
                     "more than one JSON document on one line (each landed line must hold exactly one change-table row)")),
                 F.when(~F.col("_an_object"), F.lit("not a JSON object")),
+                # from_json keeps both entries of a key written twice, and a lookup takes the first
+                F.when(m.isNotNull() & (F.size(F.array_distinct(F.map_keys(m))) < F.size(m)), F.format_string(
+                    "duplicate key %s in one row (which of its values is the row's cannot be told)",
+                    F.array_join(F.filter(F.array_distinct(F.map_keys(m)),
+                                          lambda k: F.size(F.filter(F.map_keys(m), lambda x: x == k)) > 1), ", "))),
                 F.when(m.isNotNull() & m[START_LSN].isNull(), F.lit(f"missing {START_LSN}")),
                 F.when(m[START_LSN].isNotNull() & F.col("_start").isNull(),
                        F.format_string(f"{START_LSN} %s is not an LSN ({_LSN_SHAPES})", F.substring(m[START_LSN], 1, 60))),
