@@ -87,9 +87,11 @@ def _source_shapes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     """One row per table name (``src_db``, ``src_schema``, ``src_table`` as the events spell them)
     and distinct ``eventsource.cols`` of the source's schema-valid events: the first and last commit
     position it was seen at and the ``pkkey`` names at the last. A scan of all of bronze, done once
-    for all of the source's tables (:func:`sqlcdc.formats.base.scanned`); not of events that are not
-    UTF-8 text (the pipeline quarantines them; their names would stop the collect)."""
-    ev = frames.where(events(bronze.where(~is_rejected_before_decoding()), source), (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull()
+    for all of the source's tables (:func:`sqlcdc.formats.base.scanned`); not of the events the
+    pipeline quarantines before decoding (not UTF-8 text, whose names would stop the collect; a lone
+    surrogate escape)."""
+    decodable = bronze.where(~is_rejected_before_decoding())
+    ev = frames.where(events(decodable, source), (F.size("_data_violations") == 0) & F.col("src_cols").isNotNull()
                       & F.col("commit_lsn").isNotNull(), "_shaped")
     pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).alias("seq"))
     return (

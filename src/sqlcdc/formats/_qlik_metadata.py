@@ -104,8 +104,9 @@ def _metadata_parsed(bronze: DataFrame) -> DataFrame:
     """The metadata messages of ``bronze``, parsed and validated as such.
 
     Pre-filtered on the text ``tableStructure`` (a required key of every metadata message) so
-    the data messages, nearly all of bronze, skip the parse here. A message that is not UTF-8 text
-    gives no version (the pipeline quarantines it; its names would stop the discovery's collect).
+    the data messages, nearly all of bronze, skip the parse here. A message the pipeline quarantines
+    before decoding gives no version (not UTF-8 text, whose names would stop the discovery's collect;
+    a lone surrogate escape).
     """
     return _parsed(bronze.where(F.col("value").contains("tableStructure") & ~is_rejected_before_decoding()), ("MD",))
 
