@@ -38,30 +38,35 @@ def _key(row) -> int:
 
 
 # producer -> (decoder, table, columns, file, lines, (good key, good after), (bad-value key, after with NULLs,
-# warnings), bad-key line's reason, values of the bad-value record that must stay exact)
+# warnings), bad-key line's reason, values of the bad-value record that must stay exact). Each bad-value
+# record has a JSON object or array in a string column too (Spark would read it as its JSON text).
 CASES = {
     "debezium": (
         debezium, DBZ_TABLE, DBZ_COLUMNS, "file:/landing/items.json",
-        [dbz(1), dbz(2, price=b64_unscaled(123456789012), d=99999999, f="NaN"), dbz(3, **{"id": "x"})],
-        (1, dbz_typed(1)), (2, dbz_typed(2, price=None, d=None, f=None), ["bad_value_price", "bad_value_d", "bad_value_f"]),
+        [dbz(1), dbz(2, price=b64_unscaled(123456789012), d=99999999, f="NaN", name={"a": 1}), dbz(3, **{"id": "x"})],
+        (1, dbz_typed(1)), (2, dbz_typed(2, price=None, d=None, f=None, name=None),
+                           ["bad_value_price", "bad_value_d", "bad_value_f", "bad_value_name"]),
         'column id: cannot read ["x"] as int',
     ),
     "cdc_ct": (
         cdc_ct, CT_TABLE, None, CT_FILE,
-        [ct(1), ct(2, amount="10.005", created="0000-01-01"), ct(3, id="three")],
-        (1, ct_typed(1)), (2, ct_typed(2, amount=None, created=None), ["bad_value_amount", "bad_value_created"]),
+        [ct(1), ct(2, amount="10.005", created="0000-01-01", notes=[1]), ct(3, id="three")],
+        (1, ct_typed(1)), (2, ct_typed(2, amount=None, created=None, notes=None),
+                           ["bad_value_amount", "bad_value_created", "bad_value_notes"]),
         'column id: cannot read ["three"] as int',
     ),
     "ces": (
         ces, CES_TABLE, CES_COLUMNS, "file:/landing/ces/part-0.json",
-        [ces_line(1), ces_line(2, price="10.005", qty="256", f="NaN")],
-        (1, ces_typed(1)), (2, ces_typed(2, price=None, qty=None, f=None), ["bad_value_price", "bad_value_qty", "bad_value_f"]),
+        [ces_line(1), ces_line(2, price="10.005", qty="256", f="NaN", name={})],
+        (1, ces_typed(1)), (2, ces_typed(2, price=None, qty=None, f=None, name=None),
+                           ["bad_value_price", "bad_value_qty", "bad_value_f", "bad_value_name"]),
         None,
     ),
     "qlik": (
         qlik, QLIK_TABLE, QLIK_COLUMNS, "file:/landing/t/part-0.jsonl",
-        [json.dumps(QLIK_METADATA), qk(1), qk(2, BAL="10.005", D="0000-01-01", U=256), qk(3, ID="three")],
-        (1, qlik_typed(1)), (2, qlik_typed(2, BAL=None, D=None, U=None), ["bad_value_BAL", "bad_value_D", "bad_value_U"]),
+        [json.dumps(QLIK_METADATA), qk(1), qk(2, BAL="10.005", D="0000-01-01", U=256, NAME=["x"]), qk(3, ID="three")],
+        (1, qlik_typed(1)), (2, qlik_typed(2, BAL=None, D=None, U=None, NAME=None),
+                           ["bad_value_BAL", "bad_value_D", "bad_value_U", "bad_value_NAME"]),
         'column ID: cannot read ["three"] as int',
     ),
 }
@@ -161,5 +166,5 @@ def test_dq_metrics_count_each_kept_bad_value_as_warned(spark):
     cfg = PipelineConfig(name="p", sources={warn.source.name: warn.source}, tables=(warn,), file="p.yml")
     rows = dq_metrics.metrics(cfg, frames.__getitem__, lambda t: columns).where("rule LIKE 'bad_value_%'").collect()
     got = {r.rule: (r.action, r.rows_checked, r.rows_warned, r.rows_quarantined) for r in rows}
-    assert got == {f"bad_value_{c.name}": ("warn", 2, 1 if c.name in ("price", "d", "f") else 0, 0)
+    assert got == {f"bad_value_{c.name}": ("warn", 2, 1 if c.name in ("price", "d", "f", "name") else 0, 0)
                    for c in columns if c.name != "id"}

@@ -96,6 +96,7 @@ DBZ_FIELDS = [
     {"field": "zts", "type": "string", "name": "io.debezium.time.ZonedTimestamp"},
     {"field": "f", "type": "float64"},
     {"field": "name", "type": "string"},
+    {"field": "shape", "type": "struct", "name": "io.debezium.data.geometry.Geometry", "optional": True},
 ]
 DBZ_COLUMNS = [debezium.spec_from_connect_field(f) for f in DBZ_FIELDS]
 
@@ -108,8 +109,9 @@ DBZ_GOOD_TYPED = {
     "qty": 3, "price": Decimal("19.99"), "rate": Decimal("12.3456789012"), "d": dt.date(2019, 6, 5),
     "t": "10:31:08.470000", "ts": dt.datetime(2019, 6, 5, 10, 11, 8, 470000),
     "mts": dt.datetime(2019, 6, 5, 10, 11, 8, 470123), "nts": dt.datetime(2019, 6, 5, 10, 11, 8, 470123),
-    "zts": dt.datetime(2019, 6, 5, 10, 11, 8, 470000), "f": 1.5, "name": "ann",
+    "zts": dt.datetime(2019, 6, 5, 10, 11, 8, 470000), "f": 1.5, "name": "ann", "shape": None,
 }
+WKB = {"wkb": "AQEAAAAAAAAAAADwPwAAAAAAAABA", "srid": 4326}  # POINT(1 2), as Debezium writes a geometry
 
 
 def dbz_doc(id_: int, op: str = "c", **after_changes) -> dict:
@@ -256,6 +258,16 @@ DBZ_CASES = [
     Case("debezium", "lone surrogate escape in a field sqlcdc ignores", dbz(73, source={"version": "2.7\ud800"}), "half of a UTF-16 surrogate pair without its other half"),
     Case("debezium", "good surrogate pair escape", dbz(74, name="\ud83d\ude80 x"), after=dbz_typed(74, name="\U0001F680 x")),
     Case("debezium", "good escaped backslash before u-d800 text", dbz(75, name="a\\ud800"), after=dbz_typed(75, name="a\\ud800")),
+    # Spark reads a JSON object or array into a string column as its JSON text: only a struct column takes one
+    Case("debezium", "object in a string column", dbz(160, name={"a": 1}),
+         'column name: cannot read ["{\\"a\\":1}"] as string (text): a JSON object or array, not a value of the column'),
+    Case("debezium", "array in a string column", dbz(161, name=["ann"]), "column name: cannot read [\"[\\\"ann\\\"]\"] as string (text): a JSON object"),
+    Case("debezium", "object in a string column of the before image", dbz(162, op="u").replace('"before": null', '"before": {"id": 162, "name": {"a": 1}}'),
+         "column name: cannot read [\"{\\\"a\\\":1}\"] as string (text): a JSON object or array"),
+    Case("debezium", "good JSON-looking text in a string column", dbz(163, name='{"a": 1}'), after=dbz_typed(163, name='{"a": 1}')),
+    Case("debezium", "good text starting with [ beside an object in a struct column", dbz(164, name="[x]", shape=WKB),
+         after=dbz_typed(164, name="[x]", shape=json.dumps(WKB, separators=(",", ":")))),
+    Case("debezium", "object in an int column", dbz(165, qty={"a": 1}), 'column qty: cannot read ["{\\"a\\":1}"] as int'),
 ]
 
 
@@ -394,6 +406,11 @@ CT_CASES = [
     Case("cdc_ct", "duplicate key column", ct(61).replace('"id": 61', '"id": 61, "id": 610', 1), "duplicate key id in one row"),
     Case("cdc_ct", "single-quoted JSON", ct(62).replace('"', "'"), "not a JSON object"),
     Case("cdc_ct", "NaN literal in a column not configured", with_raw(ct_row(63, extra="@X@"), "@X@", "NaN"), "not a JSON object"),
+    Case("cdc_ct", "object in a string column", ct(160, notes={"a": [1]}),
+         'column notes: cannot read ["{\\"a\\":[1]}"] as string (text): a JSON object or array, not a value of the column'),
+    Case("cdc_ct", "array in a string key-adjacent column", ct(161, customer=[]), 'column customer: cannot read ["[]"] as string (text): a JSON object or array'),
+    Case("cdc_ct", "good JSON-looking text in a string column", ct(162, notes="[1, 2]"), after=ct_typed(162, notes="[1, 2]")),
+    Case("cdc_ct", "good object in a column not configured", ct(163, extra={"a": 1}), after=ct_typed(163)),
 ]
 
 
@@ -519,6 +536,10 @@ CES_CASES = [
          "data.eventrow.current is not a JSON object of column values"),
     Case("ces", "good surrogate pair escape in eventrow.current", ces_line(68, name="\ud83d\ude80"), after=ces_typed(68, name="\U0001F680")),
     Case("ces", "good escaped backslash before u-d800 text", ces_line(69, name="\\ud800"), after=ces_typed(69, name="\\ud800")),
+    Case("ces", "object in a string column of eventrow.current", ces_line(160, name={"a": 1}),
+         'column name: cannot read ["{\\"a\\":1}"] as string (text): a JSON object or array, not a value of the column'),
+    Case("ces", "array in a string column of eventrow.current", ces_line(161, name=[]), 'column name: cannot read ["[]"]'),
+    Case("ces", "good JSON-looking text in a string column", ces_line(162, name="[1]"), after=ces_typed(162, name="[1]")),
 ]
 
 
@@ -637,6 +658,13 @@ QLIK_CASES = [
          "escapes \\ud800, half of a UTF-16 surrogate pair without its other half"),
     Case("qlik", "good surrogate pair escape", qk(68, NAME="\ud83d\ude80"), after=qlik_typed(68, NAME="\U0001F680")),
     Case("qlik", "good escaped backslash before u-d800 text", qk(69, NAME="\\ud800"), after=qlik_typed(69, NAME="\\ud800")),
+    Case("qlik", "object in a string column", qk(160, NAME={"a": 1}),
+         'column NAME: cannot read ["{\\"a\\":1}"] as string (text): a JSON object or array, not a value of the column'),
+    Case("qlik", "array in a string column of beforeData", json.dumps(dict(qlik_doc(161, op="UPDATE"), beforeData={**qlik_doc(161)["data"], "NAME": [1]})),
+         'column NAME: cannot read ["[1]"] as string (text): a JSON object or array'),
+    Case("qlik", "object in a string column of a DELETE's data", qk(162, op="DELETE", NAME={}),
+         'column NAME: cannot read ["{}"] as string (text): a JSON object or array'),
+    Case("qlik", "good JSON-looking text in a string column", qk(163, NAME="{}"), after=qlik_typed(163, NAME="{}")),
 ]
 
 

@@ -78,6 +78,8 @@ class ColumnSpec:
 
     ``lob`` marks large-object columns (``varchar(max)`` etc.) whose value some producers omit
     when unchanged. ``ordinal`` is the producer's 1-based column position, where it has one.
+    ``json_value``: the producer writes the value as a JSON object or array (a Debezium struct such
+    as a geometry), kept as its JSON text; in any other string column such a value is refused.
     """
 
     name: str
@@ -86,6 +88,7 @@ class ColumnSpec:
     lob: bool = False
     ordinal: int | None = None
     source_type: str | None = None
+    json_value: bool = False
 
     def __post_init__(self) -> None:
         if self.encoding not in ENCODINGS:
@@ -416,18 +419,29 @@ def value_error(raw: Column, typed: Column, spec: ColumnSpec) -> Column:
     )
 
 
-def typed_struct(raw_map: Column, columns: list[ColumnSpec]) -> tuple[Column, Column]:
+def typed_struct(raw_map: Column, columns: list[ColumnSpec], nested: Column | None = None) -> tuple[Column, Column]:
     """``raw_map`` (MAP<STRING,STRING>) -> (typed struct, array of error messages).
 
     The struct has one field per column in ``columns`` order. A column missing from the map is
     NULL in the struct; use :func:`provided_columns` to tell it from a real NULL.
+
+    ``nested``: the keys whose JSON value was an object or array (:func:`sqlcdc.formats.base.nested_keys`). Spark reads
+    such a value into a MAP<STRING,STRING> as its JSON text, which a string column would take as a
+    value; so a string column (not :attr:`ColumnSpec.json_value`) named there is an error.
     """
     fields, errors = [], []
     for spec in columns:
         raw = raw_map[spec.name]
         typed = typed_value(raw, spec)
+        error = value_error(raw, typed, spec)
+        if nested is not None and spec.spark_type == "string" and not spec.json_value:
+            refused = F.coalesce(F.array_contains(nested, spec.name), F.lit(False))
+            typed = F.when(~refused, typed)
+            error = F.when(refused, F.format_string(
+                "column %s: cannot read %s as string (%s): a JSON object or array, not a value of the column",
+                F.lit(spec.name), F.substring(F.to_json(F.array(raw)), 1, 120), F.lit(spec.encoding))).otherwise(error)
         fields.append(typed.alias(spec.name))
-        errors.append(value_error(raw, typed, spec))
+        errors.append(error)
     return F.struct(*fields), F.filter(F.array(*errors), lambda e: e.isNotNull())
 
 

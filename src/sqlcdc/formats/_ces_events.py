@@ -18,12 +18,13 @@ from pyspark.sql import functions as F
 from sqlcdc import frames, lsn
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import _schema_check as sc
+from sqlcdc.formats.base import nested_keys_in
 from sqlcdc.values import commit_time
 
 __all__ = [
     "DATA_SCHEMA", "DEFAULT_SPLIT_TIMEOUT", "ENVELOPE_SCHEMA",
     "disposition", "envelopes", "events", "routed", "same_records", "split_timeout_seconds", "transaction_marks",
-    "_BRONZE", "_ENV_ATTRS", "_dedup", "_get", "_group_events", "_groups", "_image_map", "_pk_value",
+    "_BRONZE", "_ENV_ATTRS", "_dedup", "_get", "_group_events", "_groups", "_image_map", "_pk_value", "_with_images",
     "_routes", "_segment_base",
 ]
 
@@ -323,6 +324,15 @@ def _key_disagrees(key: str) -> Column:
 def _image_map(text: Column) -> Column:
     """``eventrow.old``/``current`` text -> MAP<STRING,STRING> (NULL when not a JSON object)."""
     return F.try_variant_get(F.try_parse_json(text), "$", "map<string,string>")
+
+
+def _with_images(events: DataFrame) -> DataFrame:
+    """``events`` + the images of each event: ``_old``/``_cur`` (:func:`_image_map` of ``old_text``
+    and ``current_text``) and ``_old_nested``/``_cur_nested``, their keys whose value is a JSON
+    object or array (:func:`sqlcdc.formats.base.nested_keys`: no value of a column)."""
+    events = events.select("*", _image_map(F.col("old_text")).alias("_old"), _image_map(F.col("current_text")).alias("_cur"))
+    return events.select("*", nested_keys_in(F.col("old_text"), "$", F.col("_old")).alias("_old_nested"),
+                         nested_keys_in(F.col("current_text"), "$", F.col("_cur")).alias("_cur_nested"))
 
 
 # ----------------------------------------------------------------------------- accounting

@@ -26,7 +26,7 @@ from sqlcdc.formats._ct_names import (
     table_capture_instance,
 )
 from sqlcdc.formats._masks import mask_has, mask_names
-from sqlcdc.formats.base import one_json_value
+from sqlcdc.formats.base import nested_keys_in, one_json_value
 from sqlcdc.values import VALUE_WARNINGS_COL, ColumnSpec, commit_time, split_value_errors, typed_struct
 
 __all__ = ["binary_hex", "changed_from_mask", "lsn_text"]
@@ -121,8 +121,9 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
     # The text map is a column of its own: typed_struct reads it once per column, and a map
     # expression written into each read made the plan grow with the square of the column count
     # (20 columns: a 12 MB silver plan; Spark Connect refuses messages over 128 MB).
-    rows = rows.select("*", _raw_map(m, columns, prefer_b64).alias("_raw"))
-    image, value_errors = typed_struct(F.col("_raw"), columns)
+    rows = rows.select("*", _raw_map(m, columns, prefer_b64).alias("_raw"),
+                       nested_keys_in(F.col("value"), "$", m).alias("_nested"))
+    image, value_errors = typed_struct(F.col("_raw"), columns, F.col("_nested"))
     mask_raw = m[UPDATE_MASK]
     mask = binary_hex(mask_raw, prefer_b64)
     # A 20-digit LSN must be JSON text: the same digits as a JSON number are a number (rare: only

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
-from sqlcdc.formats.base import sole_claim
+from sqlcdc.formats.base import nested_keys, sole_claim
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.values import in_sql_server_range, time_text
 
@@ -57,10 +57,17 @@ def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
     # no drop() of the join's helper columns: see _parsed
     dt = dt.join(F.broadcast(ids), F.col("_ext_id") == F.col("_by_schema_id"), "left")
     by_msg = F.col("_msg_table").isNotNull()
+    # the keys of each image whose value was a JSON object or array (typed_struct's `nested`), for the
+    # images as decode() takes them: a DELETE's before image is beforeData, else data
+    data = nested_keys(F.try_variant_get(inner, "$['data']", "map<string,variant>"), F.col("_data"))
+    before_data = nested_keys(F.try_variant_get(inner, "$['beforeData']", "map<string,variant>"), F.col("_before_data"))
+    is_delete = F.col("_op") == "DELETE"
     return dt.select(
         "*",
         F.when(by_msg, F.col("_msg_schema")).otherwise(F.col("_by_id.schema")).alias("_schema"),
         F.when(by_msg, F.col("_msg_table")).otherwise(F.col("_by_id.table")).alias("_table"),
+        F.when(~is_delete, data).alias("_nested_after"),
+        F.when(is_delete & F.col("_before_data").isNull(), data).otherwise(before_data).alias("_nested_before"),
     )
 
 

@@ -439,3 +439,22 @@ def scanned(key: Hashable, scan: Callable[[], DataFrame]) -> DataFrame:
         frame = scan()
         _scans[key] = frame.sparkSession.createDataFrame(frame.collect(), frame.schema)
     return _scans[key]
+
+
+def nested_keys(values: Column, texts: Column) -> Column:
+    """The keys of ``values`` (MAP<STRING,VARIANT>, an image as the document has it) whose value is
+    a JSON object or array (ARRAY<STRING>), for :func:`sqlcdc.values.typed_struct`'s ``nested``.
+
+    ``texts`` is the same image read as MAP<STRING,STRING>: only a row where one of its texts
+    starts with ``{`` or ``[`` (how Spark writes an object or array) evaluates ``values``, so
+    every other row pays one string test per value, not a second parse. NULL for those rows.
+    """
+    suspect = F.exists(F.map_values(texts), lambda t: t.startswith("{") | t.startswith("["))
+    composite = F.map_filter(values, lambda _, v: F.try_variant_get(v, "$", "struct<>").isNotNull()
+                             | F.try_variant_get(v, "$", "array<variant>").isNotNull())
+    return F.when(suspect, F.map_keys(composite))
+
+
+def nested_keys_in(doc: Column, path: str, texts: Column) -> Column:
+    """:func:`nested_keys` of the object at JSONPath ``path`` (``$['after']``) of JSON text ``doc``."""
+    return nested_keys(F.try_variant_get(F.try_parse_json(doc), path, "map<string,variant>"), texts)

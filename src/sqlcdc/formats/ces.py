@@ -97,7 +97,7 @@ from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats import _schema_check as sc
-from sqlcdc.formats._ces_events import DATA_SCHEMA, DEFAULT_SPLIT_TIMEOUT, ENVELOPE_SCHEMA, _groups, _image_map  # noqa: F401
+from sqlcdc.formats._ces_events import DATA_SCHEMA, DEFAULT_SPLIT_TIMEOUT, ENVELOPE_SCHEMA, _groups, _with_images  # noqa: F401
 from sqlcdc.formats._ces_events import _key_disagrees, _pk_value, _routes, disposition, envelopes, events, split_timeout_seconds
 from sqlcdc.formats._ces_events import routed, same_records, transaction_marks
 from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
@@ -285,16 +285,15 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     key_specs = [by_name.get(k, ColumnSpec(k, "string", source_type=None)) for k in keys]
 
     ev = frames.where(events(bronze, source), _routes(table), "_routed")
-    old_map, cur_map = _image_map(F.col("old_text")), _image_map(F.col("current_text"))
-    ev = ev.select("*", old_map.alias("_old"), cur_map.alias("_cur"))
+    ev = _with_images(ev)
     old, cur, op_raw = F.col("_old"), F.col("_cur"), F.col("operation")
     op = F.when(op_raw == "INS", F.lit(model.INSERT)).when(op_raw == "UPD", F.lit(model.UPDATE)).when(
         op_raw == "DEL", F.lit(model.DELETE))
     has_old = old.isNotNull() & (F.size(old) > 0)
     has_cur = cur.isNotNull() & (F.size(cur) > 0)
 
-    after_s, after_e = typed_struct(cur, columns)
-    before_s, before_e = typed_struct(old, columns)
+    after_s, after_e = typed_struct(cur, columns, F.col("_cur_nested"))
+    before_s, before_e = typed_struct(old, columns, F.col("_old_nested"))
     key_raw = [_pk_value(k) for k in keys]
     key_typed = [typed_value(r, s) for r, s in zip(key_raw, key_specs)]
     # Materialize the typed images once: later expressions read fields of these columns instead

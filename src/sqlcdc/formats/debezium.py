@@ -60,7 +60,8 @@ from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_tx
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
-from sqlcdc.formats.base import claimants, json_trim, one_json_value, read_text_lines, record_id, sole_claim
+from sqlcdc.formats.base import (claimants, json_trim, nested_keys_in, one_json_value, read_text_lines, record_id,
+                                 sole_claim)
 from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, split_value_errors, typed_struct
 
 NAME = "debezium"
@@ -108,6 +109,9 @@ _LOGICAL = {
     "io.debezium.data.Uuid": ("string", "text"),
 }
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
+#: Logical types whose value is a JSON object (``{"wkb": ..., "srid": ...}``), as ``columns:`` may name them.
+_JSON_VALUED = ("io.debezium.data.geometry.Geometry", "io.debezium.data.geometry.Geography",
+                "io.debezium.data.geometry.Point")
 
 
 def spec_from_connect_field(field: dict[str, Any]) -> ColumnSpec:
@@ -129,8 +133,8 @@ def spec_from_connect_field(field: dict[str, Any]) -> ColumnSpec:
         return ColumnSpec(name, "binary", "base64", source_type=ctype)
     if ctype in _PRIMITIVE:
         return ColumnSpec(name, _PRIMITIVE[ctype], "text", source_type=lname or ctype)
-    # struct/array/map values (rare for SQL Server): keep their JSON text.
-    return ColumnSpec(name, "string", "text", source_type=lname or ctype)
+    # struct/array/map values (rare for SQL Server: a geometry): keep their JSON text.
+    return ColumnSpec(name, "string", "text", source_type=lname or ctype, json_value=True)
 
 
 def spec_from_config(column: dict[str, Any]) -> ColumnSpec:
@@ -139,6 +143,8 @@ def spec_from_config(column: dict[str, Any]) -> ColumnSpec:
     Spark SQL type read from the JSON text as is."""
     name, ctype = column["name"], str(column["type"]).strip()
     low = ctype.lower()
+    if low in ("struct", "array", "map") or ctype in _JSON_VALUED:  # kept as JSON text
+        return spec_from_connect_field({"field": name, "type": low if low in ("array", "map") else "struct", "name": ctype})
     if ctype in _LOGICAL or ctype in _PRIMITIVE or ctype == "bytes":
         return spec_from_connect_field({"field": name, "type": ctype, "name": ctype})
     if low.startswith("decimal") or low.startswith("numeric"):
@@ -193,6 +199,10 @@ def _parsed(bronze: DataFrame) -> DataFrame:
         F.col("_env.op").isNotNull(), F.col("value"))
     staged = staged.select("*", F.from_json(payload_text, _PAYLOAD_DDL).alias("_payload"))
     payload = F.col("_payload")
+    # which image values were JSON objects or arrays (read as their JSON text into the maps)
+    staged = staged.select("*", F.struct(
+        nested_keys_in(payload_text, "$['before']", payload["before"]).alias("before"),
+        nested_keys_in(payload_text, "$['after']", payload["after"]).alias("after")).alias("_nested"))
     not_object = ~json_trim(F.col("value")).startswith("{")
     error = (
         F.when(not_object, F.lit("not a JSON object"))
@@ -283,7 +293,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
 
 
 def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
-    """:func:`decode` of rows with ``_payload`` and ``_envelope_error`` (as :func:`_parsed` gives;
+    """:func:`decode` of rows with ``_payload``, ``_envelope_error`` and ``_nested`` (as :func:`_parsed` gives;
     :mod:`sqlcdc.formats.debezium_flat` builds the same from flattened records)."""
     keys = list(table.keys)
     name = table.source.format
@@ -291,8 +301,8 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
     parsed = frames.where(parsed, taken, "_taken")
     p, src = F.col("_payload"), F.col("_payload.source")
     op = F.element_at(F.create_map(*[x for k, v in OPS.items() for x in (F.lit(k), F.lit(v))]), p["op"])
-    before, before_errors = typed_struct(p["before"], columns)
-    after, after_errors = typed_struct(p["after"], columns)
+    before, before_errors = typed_struct(p["before"], columns, F.col("_nested.before"))
+    after, after_errors = typed_struct(p["after"], columns, F.col("_nested.after"))
     is_delete = p["op"] == "d"
     image = F.when(is_delete, F.col("_before")).otherwise(F.col("_after"))
     key = F.struct(*[image[k].alias(k) for k in keys])

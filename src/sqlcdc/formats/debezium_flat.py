@@ -53,7 +53,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded
 from sqlcdc.formats import debezium as dbz
 from sqlcdc.formats._connect_discovery import schema_envelope
-from sqlcdc.formats.base import json_trim, landed_folder, one_json_value
+from sqlcdc.formats.base import json_trim, landed_folder, nested_keys_in, one_json_value
 from sqlcdc.values import ColumnSpec
 
 NAME = "debezium_flat"
@@ -120,7 +120,10 @@ def _parsed(bronze: DataFrame, source: SourceConfig) -> DataFrame:
             f"cannot tell the table of a flattened record: add table and schema to the SMT's add.fields ({p}table, "
             f"{p}schema), or land each topic in a folder named after it (<prefix>.<db>.<schema>.<table>)"))
     )
-    return bronze.select("*", payload.alias("_payload"), error.alias("_envelope_error"))
+    doc = F.when(wrapped, outer["payload"]).otherwise(value)
+    nested = nested_keys_in(doc, "$", row)  # values that were JSON objects or arrays
+    nested = F.struct(F.when(op == "d", nested).alias("before"), F.when(op != "d", nested).alias("after"))
+    return bronze.select("*", payload.alias("_payload"), error.alias("_envelope_error"), nested.alias("_nested"))
 
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:

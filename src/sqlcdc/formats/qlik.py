@@ -282,8 +282,8 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     best = F.array_min(F.filter(ranked, lambda x: x["r"] < 9))
     dt = dt.select("*", msg_names.alias("_msg_names"), best["m"].alias("_meta"))
 
-    after, after_errors = typed_struct(raw_after, columns)
-    before, before_errors = typed_struct(raw_before, columns)
+    after, after_errors = typed_struct(raw_after, columns, F.col("_nested_after"))
+    before, before_errors = typed_struct(raw_before, columns, F.col("_nested_before"))
     meta_cols = F.col("_meta.cols")
 
     def mask_names(mask: Column) -> Column:
