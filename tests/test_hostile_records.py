@@ -533,7 +533,7 @@ CES_CASES = [
     # a lone surrogate escape in the envelope, and one in data's text (an escape one level down)
     Case("ces", "lone surrogate escape in the envelope", json.dumps(dict(ces_doc(66), subject="s\ud800")), "escapes \\ud800, half of a UTF-16 surrogate pair without its other half"),
     Case("ces", "lone surrogate escape in eventrow.current", ces_line(67, name="a\ud800"),
-         "data.eventrow.current is not a JSON object of column values"),
+         "data.eventrow.current: not Unicode text: a JSON string escapes \\ud800, half of a UTF-16 surrogate pair"),
     Case("ces", "good surrogate pair escape in eventrow.current", ces_line(68, name="\ud83d\ude80"), after=ces_typed(68, name="\U0001F680")),
     Case("ces", "good escaped backslash before u-d800 text", ces_line(69, name="\\ud800"), after=ces_typed(69, name="\\ud800")),
     Case("ces", "object in a string column of eventrow.current", ces_line(160, name={"a": 1}),

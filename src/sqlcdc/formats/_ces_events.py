@@ -18,13 +18,13 @@ from pyspark.sql import functions as F
 from sqlcdc import frames, lsn
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import _schema_check as sc
-from sqlcdc.formats.base import nested_keys_in
+from sqlcdc.formats.base import lone_surrogate_reason, nested_keys_in
 from sqlcdc.values import commit_time
 
 __all__ = [
     "DATA_SCHEMA", "DEFAULT_SPLIT_TIMEOUT", "ENVELOPE_SCHEMA",
     "disposition", "envelopes", "events", "routed", "same_records", "split_timeout_seconds", "transaction_marks",
-    "_BRONZE", "_ENV_ATTRS", "_dedup", "_get", "_group_events", "_groups", "_image_map", "_pk_value", "_with_images",
+    "_BRONZE", "_ENV_ATTRS", "_dedup", "_get", "_group_events", "_groups", "_image_map", "_image_problem", "_pk_value", "_with_images",
     "_routes", "_segment_base",
 ]
 
@@ -324,6 +324,16 @@ def _key_disagrees(key: str) -> Column:
 def _image_map(text: Column) -> Column:
     """``eventrow.old``/``current`` text -> MAP<STRING,STRING> (NULL when not a JSON object)."""
     return F.try_variant_get(F.try_parse_json(text), "$", "map<string,string>")
+
+
+def _image_problem(name: str) -> Column:
+    """Why ``data.eventrow.<name>`` (``old`` or ``current``) gives no image (NULL when it does):
+    not JSON text of an object; named when the cause is a lone surrogate escape in it (one level
+    below the envelope, which the check before decoding reads: ``\\\\ud800`` there)."""
+    image, text = F.col("_old" if name == "old" else "_cur"), F.col(f"{name}_text")
+    return F.when(image.isNull(), F.coalesce(
+        F.concat(F.lit(f"data.eventrow.{name}: "), lone_surrogate_reason(text)),
+        F.lit(f"data.eventrow.{name} is not a JSON object of column values")))
 
 
 def _with_images(events: DataFrame) -> DataFrame:

@@ -293,6 +293,18 @@ def has_lone_surrogate() -> Column:
     return F.coalesce((v.contains("\\ud") | v.contains("\\uD")) & v.rlike(LONE_SURROGATE_RE), F.lit(False))
 
 
+def lone_surrogate_reason(text: Column) -> Column:
+    """Why JSON text ``text`` is no Unicode text, naming its first lone surrogate escape
+    (:data:`LONE_SURROGATE_RE`); NULL when it has none.
+
+    >>> # '{"name": "a\\ud800"}' -> 'not Unicode text: a JSON string escapes \\ud800, half of a UTF-16 ...'
+    """
+    lone = F.coalesce((text.contains("\\ud") | text.contains("\\uD")) & text.rlike(LONE_SURROGATE_RE), F.lit(False))
+    return F.when(lone, F.format_string(
+        "not Unicode text: a JSON string escapes %s, half of a UTF-16 surrogate pair without its other half "
+        "(no character)", F.regexp_extract(text, LONE_SURROGATE_RE, 1)))
+
+
 def is_rejected_before_decoding() -> Column:
     """True for the bronze rows the pipeline quarantines before any decoder
     (:func:`rejected_before_decoding`): unreadable files, records that are not UTF-8 text, and
@@ -338,16 +350,13 @@ def rejected_before_decoding(bronze: DataFrame, source_name: str, source_format:
     from sqlcdc import model
 
     unreadable, not_utf8 = is_unreadable_file(), is_not_utf8()
-    lone = F.regexp_extract(F.col("value"), LONE_SURROGATE_RE, 1)
     return bronze.where(is_rejected_before_decoding()).select(
         *model.quarantine_row(
             source_name=source_name, source_format=source_format,
             reason=F.when(unreadable, F.get_json_object(F.expr("substr(value, 2)"), f"$.{UNREADABLE_FILE}"))
             .when(not_utf8, F.coalesce(_utf8_problem_udf()(F.when(not_utf8, F.col("value").cast("binary"))),
                                        F.lit("not UTF-8 text")))
-            .otherwise(F.format_string(
-                "not Unicode text: a JSON string escapes %s, half of a UTF-16 surrogate pair without its other "
-                "half (no character)", lone)),
+            .otherwise(lone_surrogate_reason(F.col("value"))),
             rules=F.array(F.when(unreadable, F.lit("unreadable_file")).when(not_utf8, F.lit("not_utf8"))
                           .otherwise(F.lit("lone_surrogate"))),
             raw=F.make_valid_utf8(F.col("value")),

@@ -97,7 +97,8 @@ from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, NotYetDiscovered
 from sqlcdc.formats import _schema_check as sc
-from sqlcdc.formats._ces_events import DATA_SCHEMA, DEFAULT_SPLIT_TIMEOUT, ENVELOPE_SCHEMA, _groups, _with_images  # noqa: F401
+from sqlcdc.formats._ces_events import DATA_SCHEMA, DEFAULT_SPLIT_TIMEOUT, ENVELOPE_SCHEMA, _groups  # noqa: F401
+from sqlcdc.formats._ces_events import _image_problem, _with_images
 from sqlcdc.formats._ces_events import _key_disagrees, _pk_value, _routes, disposition, envelopes, events, split_timeout_seconds
 from sqlcdc.formats._ces_events import routed, same_records, transaction_marks
 from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
@@ -315,8 +316,8 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     problems = F.concat(
         _metadata_problems(table, columns, _discovered.get(_key(table, table.source), {})),
         F.array(
-            F.when(old.isNull(), F.lit("data.eventrow.old is not a JSON object of column values")),
-            F.when(cur.isNull(), F.lit("data.eventrow.current is not a JSON object of column values")),
+            _image_problem("old"),
+            _image_problem("current"),
             F.when((op_raw == "INS") & cur.isNotNull() & ~has_cur, F.lit("INS event with an empty eventrow.current")),
             F.when((op_raw == "UPD") & cur.isNotNull() & ~has_cur, F.lit("UPD event with an empty eventrow.current")),
             F.when((op_raw == "DEL") & old.isNotNull() & ~has_old, F.lit("DEL event with an empty eventrow.old")),
