@@ -57,17 +57,21 @@ def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
     # no drop() of the join's helper columns: see _parsed
     dt = dt.join(F.broadcast(ids), F.col("_ext_id") == F.col("_by_schema_id"), "left")
     by_msg = F.col("_msg_table").isNotNull()
-    # the keys of each image whose value was a JSON object or array (typed_struct's `nested`), for the
-    # images as decode() takes them: a DELETE's before image is beforeData, else data
+    # The images decode() types: after = data (none for a DELETE), before = beforeData (a DELETE
+    # without it: data); and for each, the keys whose value was a JSON object or array (typed_struct's
+    # `nested`).
     data = nested_keys(F.try_variant_get(inner, "$['data']", "map<string,variant>"), F.col("_data"))
     before_data = nested_keys(F.try_variant_get(inner, "$['beforeData']", "map<string,variant>"), F.col("_before_data"))
     is_delete = F.col("_op") == "DELETE"
+    before_is_data = is_delete & F.col("_before_data").isNull()
     return dt.select(
         "*",
         F.when(by_msg, F.col("_msg_schema")).otherwise(F.col("_by_id.schema")).alias("_schema"),
         F.when(by_msg, F.col("_msg_table")).otherwise(F.col("_by_id.table")).alias("_table"),
+        F.when(~is_delete, F.col("_data")).alias("_raw_after"),
+        F.when(before_is_data, F.col("_data")).otherwise(F.col("_before_data")).alias("_raw_before"),
         F.when(~is_delete, data).alias("_nested_after"),
-        F.when(is_delete & F.col("_before_data").isNull(), data).otherwise(before_data).alias("_nested_before"),
+        F.when(before_is_data, data).otherwise(before_data).alias("_nested_before"),
     )
 
 

@@ -289,8 +289,12 @@ def has_lone_surrogate() -> Column:
     changed), ``parse_json`` refuses the whole line, and Python keeps it, then cannot write it as
     UTF-8. So, like bytes that are not UTF-8, no decoder sees it. The regex runs only on the few
     records that hold a surrogate escape at all."""
-    v = F.col("value")
-    return F.coalesce((v.contains("\\ud") | v.contains("\\uD")) & v.rlike(LONE_SURROGATE_RE), F.lit(False))
+    return _has_lone_surrogate(F.col("value"))
+
+
+def _has_lone_surrogate(text: Column) -> Column:
+    """JSON text ``text`` escapes a lone surrogate (:data:`LONE_SURROGATE_RE`; False, never NULL)."""
+    return F.coalesce((text.contains("\\ud") | text.contains("\\uD")) & text.rlike(LONE_SURROGATE_RE), F.lit(False))
 
 
 def lone_surrogate_reason(text: Column) -> Column:
@@ -299,8 +303,7 @@ def lone_surrogate_reason(text: Column) -> Column:
 
     >>> # '{"name": "a\\ud800"}' -> 'not Unicode text: a JSON string escapes \\ud800, half of a UTF-16 ...'
     """
-    lone = F.coalesce((text.contains("\\ud") | text.contains("\\uD")) & text.rlike(LONE_SURROGATE_RE), F.lit(False))
-    return F.when(lone, F.format_string(
+    return F.when(_has_lone_surrogate(text), F.format_string(
         "not Unicode text: a JSON string escapes %s, half of a UTF-16 surrogate pair without its other half "
         "(no character)", F.regexp_extract(text, LONE_SURROGATE_RE, 1)))
 

@@ -264,8 +264,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
 
     op_raw = F.col("_op")
     is_delete = op_raw == "DELETE"
-    raw_after = F.when(~is_delete, F.col("_data"))
-    raw_before = F.when(is_delete, F.coalesce(F.col("_before_data"), F.col("_data"))).otherwise(F.col("_before_data"))
+    raw_after, raw_before = F.col("_raw_after"), F.col("_raw_before")  # the images (_qlik_data._data_rows)
     empty = F.array().cast("array<string>")
     msg_names = F.array_sort(F.array_union(
         F.coalesce(F.map_keys(raw_after), empty), F.coalesce(F.map_keys(raw_before), empty)))
