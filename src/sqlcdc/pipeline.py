@@ -182,18 +182,24 @@ def unrouted_query(decoder, source: SourceConfig, tables: list[TableConfig],
     into a table again as each of them starts, so a flow more into ``quarantine_<source>`` costs a
     resolution of all the others (the envelope check had a flow of its own before:
     :func:`sqlcdc.cli.run.earlier_flow_layout`)."""
-    envelope = expectations.envelope_schema(decoder)
-
     def unrouted() -> DataFrame:
-        records = stored().where(~is_rejected_before_decoding())
-        valid = expectations.valid_envelopes(records, decoder, envelope) if envelope else records
-        out = decoder.unrouted(valid, source, tables)
-        out = out.unionByName(rejected_before_decoding(stored(), source.name, decoder.name))
-        if envelope:
-            out = out.unionByName(expectations.invalid_envelopes(records, decoder, envelope, source))
-        return out
+        return frames.union_all(source_rejects(decoder, source, tables, stored), by_name=True)
 
     return unrouted
+
+
+def source_rejects(decoder, source: SourceConfig, tables: list[TableConfig],
+                   stored: Callable[[], DataFrame]) -> list[DataFrame]:
+    """A source's own quarantine rows, before any table's decode: records no table takes
+    (``decoder.unrouted``), what no decoder sees (:func:`~sqlcdc.formats.base.rejected_before_decoding`),
+    and envelopes that fail their JSON Schema (when the format has one). ``stored`` reads bronze."""
+    envelope = expectations.envelope_schema(decoder)
+    landed, bronze = _readers(decoder, envelope, stored)
+    parts = [decoder.unrouted(bronze(), source, tables),
+             rejected_before_decoding(stored(), source.name, decoder.name)]
+    if envelope:
+        parts.append(expectations.invalid_envelopes(landed(), decoder, envelope, source))
+    return parts
 
 
 def _checked(decoder, table: TableConfig, cols, bronze) -> DataFrame:
@@ -331,16 +337,12 @@ def source_quarantine_query(decoder, source: SourceConfig, tables: list[TableCon
     (unrouted records, unreadable files, bad envelopes), the records of tables still ``waits``-ing
     (table, why), and every other table's quarantine, read from its :func:`part_view` (``read``, by
     default the pipeline session's ``read.table``). One balanced union (:func:`sqlcdc.frames.union_all`)."""
-    envelope = expectations.envelope_schema(decoder)
-    landed, bronze = _readers(decoder, envelope, stored)
+    _, bronze = _readers(decoder, expectations.envelope_schema(decoder), stored)
     waiting_names = {t.name for t, _ in waits}
 
     def quarantine() -> DataFrame:
         by_name = read or spark().read.table
-        parts = [decoder.unrouted(bronze(), source, tables)]  # a waiting table's records are its own
-        parts.append(rejected_before_decoding(stored(), source.name, decoder.name))
-        if envelope:
-            parts.append(expectations.invalid_envelopes(landed(), decoder, envelope, source))
+        parts = source_rejects(decoder, source, tables, stored)  # a waiting table's records are its own
         parts += [decoder.waiting(bronze(), source, table, why) for table, why in waits]
         parts += [by_name(part_view("quarantine", t)) for t in tables if t.name not in waiting_names]
         return frames.union_all(parts, by_name=True)  # the same columns (model.quarantine_row)
