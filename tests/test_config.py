@@ -229,6 +229,32 @@ def test_a_column_name_delta_cannot_store_is_refused_naming_file_line_and_column
                               "Delta cannot store")
 
 
+@pytest.mark.parametrize("name", ["_op", "_SEQUENCE", "__START_AT", "_dq_drop", "__ac_open"])
+def test_a_column_named_as_one_of_sqlcdcs_own_is_refused_naming_file_line_and_column(tmp_path, name):
+    """Gold's apply frame sets _op/_sequence/... beside the data columns and SCD2 adds __START_AT/
+    __END_AT: a data column so named made every reference ambiguous and stopped the run at gold."""
+    path = _write(tmp_path, {
+        "pipeline.yml": PIPELINE,
+        "tables/a.yml": f"table: dbo.a\nkeys: [id]\ncolumns:\n  - {{name: id, type: int}}\n  - {{name: {name}, type: string}}\n",
+    })
+    (problem,) = _problems(path)
+    assert problem.startswith(f"{tmp_path / 'tables' / 'a.yml'}:5: columns[1].name: {name!r} is a name sqlcdc gives a "
+                              "column of its own (_op _sequence")
+
+
+def test_every_column_sqlcdc_sets_beside_data_columns_is_reserved():
+    """A meta column added to the apply frame, SCD2 gold or the expectations frame must be a name no
+    data column can have (sqlcdc.names.reserved), or a source column of that name breaks gold."""
+    from sqlcdc import expectations, model, names
+    from sqlcdc.gold import handoff, spec
+    from sqlcdc.values import VALUE_WARNINGS_COL
+
+    own = [*model.APPLY_META_COLUMNS, spec.START_AT, spec.END_AT, VALUE_WARNINGS_COL, handoff.RANK_COL,
+           *(f"_dq_{a}" for a in expectations.ACTIONS)]
+    assert [n for n in own if not names.reserved(n)] == []
+    assert not names.reserved("op") and not names.reserved("sequence") and not names.reserved("ac_open")
+
+
 def test_sources_one_location_a_topic_and_no_literal_secrets(tmp_path):
     path = _write(tmp_path, {"pipeline.yml": (
         "name: shop\n"

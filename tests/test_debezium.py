@@ -249,6 +249,8 @@ def _with_schema_fields(change) -> dict:
 HOSTILE_SCHEMAS = {  # what one envelope's Connect schema says -> what discovery names
     "a name Delta cannot store": (lambda fs: fs.append({"type": "string", "field": "order date"}),
                                   "names column(s) 'order date' with a character Delta cannot store"),
+    "a name sqlcdc gives a column of its own": (lambda fs: fs.append({"type": "string", "field": "_Sequence"}),
+                                                "names column name(s) '_Sequence' are ones sqlcdc gives columns of its own"),
     "names equal but for case": (lambda fs: fs.append({"type": "int32", "field": "ID"}),
                                  "names columns equal but for case (id, ID)"),
     "an empty name": (lambda fs: fs.append({"type": "string", "field": ""}), "has a column without a name"),

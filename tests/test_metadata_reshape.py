@@ -69,6 +69,7 @@ CES_EVENTS = [
     ins(10, PURCHASE_COLS),                                           # after tier was added: drops tier
     ins(11, PURCHASE_COLS + [("tier", "varchar(10)")], tier="silver"),
     ins(12, PURCHASE_COLS + [("tier", "varchar(10)"), ("a=b", "int"), ("c;d", "int")], **{"a=b": "1", "c;d": "2"}),
+    ins(13, PURCHASE_COLS + [("tier", "varchar(10)"), ("_op", "varchar(10)")], tier="gold", _op="x"),  # a name of sqlcdc's own
 ]
 DROP = ("data.eventsource.cols lacks column(s) {cols} of dbo.Purchases, which earlier events list: the event is "
         "not taken to drop them; dropping a column needs an explicit config change (`columns:` in the table config "
@@ -86,6 +87,9 @@ CES_QUARANTINED = {
     8: f'data.eventsource.cols: column name(s) ["order date"] {DELTA_NAMES}',
     10: DROP.format(cols="tier"),
     12: f'data.eventsource.cols: column name(s) ["a=b"], ["c;d"] {DELTA_NAMES}',
+    13: 'data.eventsource.cols: column name(s) ["_op"] are ones sqlcdc gives columns of its own (_op _sequence _provided '
+        '_change_id _commit_time __START_AT __END_AT _value_warnings _dq_<action> __ac_*); rename the column at the source '
+        'or give the table `columns:`',
 }
 
 
@@ -145,7 +149,7 @@ def test_ces_a_drop_is_taken_once_the_config_lists_the_columns(spark, ces_run):
     cols = ces.columns_for(table, src, spark)
     d = ces.decode(bronze, table, cols)
     got = {r.key["purchase_id"]: r.after.asDict() for r in d.changes.collect()}
-    assert sorted(got) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert sorted(got) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     assert list(got[3]) == NAMES[:-1]
     assert d.quarantine.count() == 0
 
@@ -353,6 +357,10 @@ QLIK_BAD_VERSIONS = {
         {**V2_ROW, "ID": 70, "ORDER DATE": "2025-01-01", "A=B": 1},
         'column name(s) ["ORDER DATE"], ["A=B"] hold a character Delta cannot store in a column name (one of space , ; '
         '{ } ( ) newline tab = backtick); rename the column at the source'),
+    8: ({**V2_COLS, "__END_AT": {"ordinal": 6, "type": "STRING", "length": 10, "precision": 0, "scale": 0, "primaryKeyPosition": 0}},
+        {**V2_ROW, "ID": 80, "__END_AT": "x"},
+        'column name(s) ["__END_AT"] are ones sqlcdc gives columns of its own (_op _sequence _provided _change_id '
+        '_commit_time __START_AT __END_AT _value_warnings _dq_<action> __ac_*); rename the column at the source'),
 }
 
 
@@ -389,7 +397,7 @@ def test_qlik_messages_of_bad_versions_are_quarantined_good_ones_keep_every_colu
     assert fay.after.asDict() == {"ID": 6, "NAME": "Fay", "EMAIL": "f@x.org", "BALANCE": Decimal("60.00"), "TIER": "gold"}
     assert fay.sequence["commit_lsn"] == qlik_seq(99)
     q = {json.loads(r.raw)["data"]["ID"]: r for r in d.quarantine.collect()}
-    assert sorted(q) == [33, 40, 50, 60, 70]
+    assert sorted(q) == [33, 40, 50, 60, 70, 80]
     for version, (_, row, reason) in QLIK_BAD_VERSIONS.items():
         r = q[row["ID"]]
         assert r.reason == f"metadata version {version} of dbo.customers cannot type this message without reshaping " \
@@ -409,7 +417,7 @@ def test_qlik_a_drop_is_taken_once_the_config_lists_the_columns(spark, qlik_run)
     d = qlik.decode(bronze, t, cols)
     (r,) = [r for r in d.changes.collect() if r.key["ID"] == 33]
     assert r.after.asDict() == {"ID": 33, "NAME": "Fay", "BALANCE": Decimal("60.00"), "TIER": "gold"}
-    assert sorted(json.loads(x.raw)["data"]["ID"] for x in d.quarantine.collect()) == [40, 50, 60, 70]
+    assert sorted(json.loads(x.raw)["data"]["ID"] for x in d.quarantine.collect()) == [40, 50, 60, 70, 80]
 
 
 def test_qlik_only_bad_metadata_is_a_config_error_with_the_reason(spark, tmp_path):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlcdc.diagnostics import fmt_path, options_problems, read_yaml, schema_problems
-from sqlcdc.names import unstorable
+from sqlcdc.names import RESERVED_LIST, reserved, unstorable
 from sqlcdc.rules import load_expectations_file, normalize_expectations
 
 
@@ -434,10 +434,11 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
     # Columns named by keys and lists must exist when the config gives the schema.
     known = [c["name"] for c in doc.get("columns") or ()]
     for i, col in enumerate(known):
-        if unstorable(col):
+        why = ("holds a character Delta cannot store in a column name (space , ; { } ( ) newline tab = or a backtick)"
+               if unstorable(col) else f"is a name sqlcdc gives a column of its own ({RESERVED_LIST})" if reserved(col) else None)
+        if why:
             problems.append(
-                f"{file}:{lines.get(('columns', i), lines.get(('columns',), 1))}: columns[{i}].name: {col!r} holds a "
-                "character Delta cannot store in a column name (space , ; { } ( ) newline tab = or a backtick); "
+                f"{file}:{lines.get(('columns', i), lines.get(('columns',), 1))}: columns[{i}].name: {col!r} {why}; "
                 "leave the column out of `columns:` (its values are then not landed) or rename it at the source"
             )
     if known:

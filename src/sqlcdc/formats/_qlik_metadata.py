@@ -20,7 +20,7 @@ from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig, resolve_path
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.formats.base import BRONZE_SCHEMA, is_rejected_before_decoding, read_text_lines, scanned
-from sqlcdc.names import DELTA_BAD_NAME_RE
+from sqlcdc.names import DELTA_BAD_NAME_RE, RESERVED_LIST, RESERVED_RE
 
 __all__ = ["COLUMN_STRUCT", "discover", "metadata_landing", "metadata_versions"]
 
@@ -178,6 +178,7 @@ def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: s
         F.array_sort(F.transform("cols", lambda c: c["name"])).alias("names"),
         F.transform("cols", lambda c: F.lower(c["name"])).alias("_lowered"),
         F.filter(F.transform("cols", lambda c: c["name"]), lambda n: n.rlike(DELTA_BAD_NAME_RE)).alias("_bad_names"),
+        F.filter(F.transform("cols", lambda c: c["name"]), lambda n: n.rlike(RESERVED_RE)).alias("_own_names"),
         F.filter(F.transform("cols", _numeric_problem), lambda x: x.isNotNull()).alias("_bad_types"),
     )
     lowered = F.col("_lowered")
@@ -189,6 +190,9 @@ def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: s
             "column name(s) %s hold a character Delta cannot store in a column name (one of space , ; { } ( ) "
             "newline tab = backtick); rename the column at the source",
             F.array_join(F.transform("_bad_names", lambda n: F.to_json(F.array(n))), ", "))),
+        F.when(F.size("_own_names") > 0, F.format_string(
+            f"column name(s) %s are ones sqlcdc gives columns of its own ({RESERVED_LIST}); rename the column at the source",
+            F.array_join(F.transform("_own_names", lambda n: F.to_json(F.array(n))), ", "))),
         F.when(F.size("_bad_types") > 0, F.array_join("_bad_types", "; ")),
     )
     problem = F.nullif(F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; "), F.lit(""))

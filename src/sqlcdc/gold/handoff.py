@@ -40,7 +40,7 @@ from sqlcdc.config import ConfigError, TableConfig
 
 __all__ = ["RANK_COL", "first_copies", "gold_table", "groups", "identified", "identity", "merged", "same_shape"]
 
-RANK_COL = "_handoff_rank"
+RANK_COL = "__ac_handoff_rank"  # sqlcdc.names.RESERVED_PREFIX: no data column is so named
 
 
 def groups(tables: Sequence[TableConfig]) -> list[tuple[TableConfig, list[TableConfig]]]:
@@ -92,7 +92,7 @@ def first_copies(frame: DataFrame) -> DataFrame:
     """One row per ``_change_id`` (the :func:`identity`): the copy of the source listed first
     (lowest :data:`RANK_COL`, which is then dropped)."""
     first = Window.partitionBy(model.CHANGE_ID_COL).orderBy(F.col(RANK_COL))
-    return frame.withColumn("_copy", F.row_number().over(first)).where(F.col("_copy") == 1).drop("_copy", RANK_COL)
+    return frame.withColumn("__ac_copy", F.row_number().over(first)).where(F.col("__ac_copy") == 1).drop("__ac_copy", RANK_COL)
 
 
 def same_shape(table: TableConfig, silvers: Sequence[tuple[TableConfig, DataFrame]]) -> None:
