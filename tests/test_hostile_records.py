@@ -494,6 +494,9 @@ CES_CASES = [
          "time '0000-03-14T17:00:00.000Z' is not a commit time within year 1..9999"),
     Case("ces", "time not a date", json.dumps(dict(ces_doc(28), time="2025-13-45T10:00:00Z")),
          "time '2025-13-45T10:00:00Z' is not a commit time"),
+    # fuzzing found it: passed the envelope check, read as no segment position, and was in no place
+    Case("ces", "segmentindex beyond an Avro int", json.dumps(dict(ces_doc(29), segmentindex=2147483648)),
+         "2147483648 is greater than the maximum of 2147483647"),
     # values
     Case("ces", "decimal with excess scale", ces_line(40, price="10.005"),
          'column price: cannot read ["10.005"] as decimal(10,2) (text): more than 2 digits after the decimal point'),
@@ -628,6 +631,9 @@ QLIK_CASES = [
     Case("qlik", "timestamp in year 0", qk(28, headers={"timestamp": "0000-01-01T00:00:00.000"}),
          "headers.timestamp '0000-01-01T00:00:00.000' is not a UTC time within year 1..9999"),
     Case("qlik", "timestamp not a time", qk(29, headers={"timestamp": "yesterday"}), "headers.timestamp 'yesterday' is not a UTC time"),
+    # fuzzing found it: in silver, it made collect()/toPandas() of the whole table raise "year 0 is out of range"
+    Case("qlik", "timestamp on 0001-01-01", qk(30, headers={"timestamp": "0001-01-01T00:00:00.000"}),
+         "headers.timestamp '0001-01-01T00:00:00.000' is not a UTC time within year 1..9999"),
     # values
     Case("qlik", "numeric with excess scale", qk(40, BAL="10.005"),
          'column BAL: cannot read ["10.005"] as decimal(10,2) (text): more than 2 digits after the decimal point'),

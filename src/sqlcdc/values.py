@@ -151,9 +151,15 @@ def _dec(n: int) -> Column:
 def in_sql_server_range(ts: Column) -> Column:
     """``ts`` (a timestamp) when within SQL Server's range (year 1..9999), else NULL: a commit time
     outside it is not a SQL Server time (and Python clients cannot read it back). Decoders quarantine
-    a change whose commit time was given but is NULL here."""
-    lo, hi = _TS_RANGE["timestamp"]
-    return F.when(ts.between(F.expr(lo), F.expr(hi)), ts)
+    a change whose commit time was given but is NULL here.
+
+    The first and last day of that range are left out too: ``collect()``/``toPandas()`` turn a
+    timestamp into a Python datetime in local time, and Python's ``datetime.fromtimestamp`` raises
+    "year 0 is out of range" for any instant of 0001-01-01 (it looks a day either side), so one
+    change committed "then" (a Qlik header of 0001-01-01, found by fuzzing) stopped every Python
+    reader of silver. No commit happened on either day."""
+    return F.when(ts.between(F.expr("TIMESTAMP'0001-01-02 00:00:00+00:00'"),
+                             F.expr("TIMESTAMP'9999-12-30 23:59:59.999999+00:00'")), ts)
 
 
 def time_text(text: Column) -> Column:

@@ -83,7 +83,8 @@ def envelopes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     idx = F.coalesce(_get(d, "$.segmentindex", "int"), _get(d, "$.splitindex", "int"))
     final = _get(d, "$.finalsegment", "boolean")
     total = _get(d, "$.splittotalcnt", "int")
-    single = F.when(final.isNotNull(), final & (idx == base)).otherwise(F.coalesce(total <= 1, F.lit(False)))
+    # never NULL: a record neither single nor a segment would be in no place at all
+    single = F.coalesce(F.when(final.isNotNull(), final & (idx == base)).otherwise(total <= 1), F.lit(False))
     return with_doc.select(
         *_BRONZE,
         sc.violations(sc.load(ENVELOPE_SCHEMA), "_doc").alias("_violations"),

@@ -7,7 +7,7 @@ rows that fail are handed to ``jsonschema`` (in a vectorized pandas UDF) to prod
 ``tests/test_ces.py`` checks that both agree on generated good and bad documents.
 
 Compiled keywords: ``type`` (string or list), ``required``, ``properties``, ``enum`` (of strings),
-``pattern``, ``minLength``, ``minimum``, ``items`` (one schema), ``anyOf``. Annotations (``title``,
+``pattern``, ``minLength``, ``minimum``, ``maximum``, ``items`` (one schema), ``anyOf``. Annotations (``title``,
 ``description``, ``$id`` ...) are ignored. Any other keyword makes :func:`violations` raise, so a
 schema can never silently validate less on the hot path than ``jsonschema`` does.
 
@@ -36,7 +36,8 @@ from sqlcdc.assets import SCHEMAS_DIR
 from sqlcdc.diagnostics import validator
 from sqlcdc.names import literal
 
-COMPILED = frozenset({"type", "required", "properties", "enum", "pattern", "minLength", "minimum", "items", "anyOf"})
+COMPILED = frozenset({"type", "required", "properties", "enum", "pattern", "minLength", "minimum", "maximum", "items",
+                      "anyOf"})
 ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "default", "examples", "$comment", "format"})
 
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
@@ -143,6 +144,9 @@ def _rules(schema: dict[str, Any], node: _Node, name: str, depth: int = 0) -> li
     if "minimum" in schema:
         minimum = float(schema["minimum"])
         out.append((f"{name}: minimum", f"(NOT {_is(node, 'number')} OR {node.get('double')} >= CAST({minimum!r} AS DOUBLE))"))
+    if "maximum" in schema:
+        maximum = float(schema["maximum"])
+        out.append((f"{name}: maximum", f"(NOT {_is(node, 'number')} OR {node.get('double')} <= CAST({maximum!r} AS DOUBLE))"))
     if "required" in schema:
         present = _and([f"({node.child(r).get()} IS NOT NULL)" for r in schema["required"]])
         out.append((f"{name}: required", f"({node.get()} IS NULL OR NOT {_is(node, 'object')} OR {present})"))
