@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["DELTA_BAD_NAME_CHARS", "DELTA_BAD_NAME_RE", "RESERVED_LIST", "RESERVED_NAMES", "RESERVED_PREFIX", "RESERVED_RE",
-           "literal",
-           "quote", "reserved", "reserved_problem", "unstorable"]
+           "RESERVED_WHY", "literal", "quote", "reserved", "reserved_problem", "unstorable"]
 
 #: Characters Delta Lake refuses in a column name (plus the backtick, which SQL cannot quote back).
 #: Silver and gold keep the source's column names, so a column holding one cannot land: the
@@ -26,6 +25,11 @@ RESERVED_NAMES = ("_op", "_sequence", "_provided", "_change_id", "_commit_time",
 RESERVED_PREFIX = "__ac_"
 #: :func:`reserved` as a Java regular expression, for Spark's ``rlike`` over producer metadata.
 RESERVED_RE = "(?i)^(" + "|".join(RESERVED_NAMES) + "|" + RESERVED_PREFIX + ".*)$"
+#: :data:`RESERVED_NAMES` as the messages list them.
+RESERVED_LIST = "_op _sequence _provided _change_id _commit_time __START_AT __END_AT _value_warnings _dq_<action> __ac_*"
+#: What the names :func:`reserved` finds in producer metadata are, in every reason that names them
+#: (``column name(s) <names> {RESERVED_WHY}``).
+RESERVED_WHY = f"are ones sqlcdc gives columns of its own ({RESERVED_LIST}); rename the column at the source"
 
 
 def reserved(name: str) -> bool:
@@ -49,12 +53,7 @@ def reserved_problem(names: list[str]) -> str | None:
     bad = [n for n in names if reserved(n)]
     if not bad:
         return None
-    return f"column name(s) {', '.join(map(repr, bad))} are ones sqlcdc gives columns of its own ({RESERVED_LIST}); " \
-           "rename the column at the source"
-
-
-#: :data:`RESERVED_NAMES` as the messages list them.
-RESERVED_LIST = "_op _sequence _provided _change_id _commit_time __START_AT __END_AT _value_warnings _dq_<action> __ac_*"
+    return f"column name(s) {', '.join(map(repr, bad))} {RESERVED_WHY}"
 
 
 def unstorable(name: str) -> bool:

@@ -15,7 +15,7 @@ from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats._ces_events import _routes, events
 from sqlcdc.formats.base import is_rejected_before_decoding, scanned
-from sqlcdc.names import DELTA_BAD_NAME_RE, RESERVED_LIST, RESERVED_RE
+from sqlcdc.names import DELTA_BAD_NAME_RE, RESERVED_RE, RESERVED_WHY
 from sqlcdc.values import ColumnSpec
 
 __all__ = ["cols_problem", "_ARGS_RE", "_discover", "_metadata_problems", "_shapes", "_type_problem"]
@@ -80,8 +80,7 @@ def cols_problem(cols: Column) -> Column:
             "newline tab = backtick); rename the column at the source or give the table `columns:`",
             F.array_join(F.transform(bad_names, lambda n: F.to_json(F.array(n))), ", "))),
         F.when(F.size(own) > 0, F.format_string(
-            f"column name(s) %s are ones sqlcdc gives columns of its own ({RESERVED_LIST}); rename the column "
-            "at the source or give the table `columns:`",
+            f"column name(s) %s {RESERVED_WHY} or give the table `columns:`",
             F.array_join(F.transform(own, lambda n: F.to_json(F.array(n))), ", "))),
         F.when(F.size(bad_types) > 0, F.array_join(bad_types, "; ")),
     )

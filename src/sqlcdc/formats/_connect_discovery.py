@@ -54,8 +54,8 @@ def schema_problem(specs: list[ColumnSpec]) -> str | None:
     if bad:
         return (f"names column(s) {', '.join(map(repr, bad))} with a character Delta cannot store in a column "
                 "name (space , ; { } ( ) newline tab = or a backtick)")
-    if names.reserved_problem(given):
-        return "names " + names.reserved_problem(given)
+    if own := names.reserved_problem(given):
+        return f"names {own}"
     lowered = Counter(n.lower() for n in given)
     same = [n for n in given if lowered[n.lower()] > 1]
     if same:

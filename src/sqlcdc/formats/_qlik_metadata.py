@@ -20,7 +20,7 @@ from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig, resolve_path
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.formats.base import BRONZE_SCHEMA, is_rejected_before_decoding, read_text_lines, scanned
-from sqlcdc.names import DELTA_BAD_NAME_RE, RESERVED_LIST, RESERVED_RE
+from sqlcdc.names import DELTA_BAD_NAME_RE, RESERVED_RE, RESERVED_WHY
 
 __all__ = ["COLUMN_STRUCT", "discover", "metadata_landing", "metadata_versions"]
 
@@ -191,7 +191,7 @@ def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: s
             "newline tab = backtick); rename the column at the source",
             F.array_join(F.transform("_bad_names", lambda n: F.to_json(F.array(n))), ", "))),
         F.when(F.size("_own_names") > 0, F.format_string(
-            f"column name(s) %s are ones sqlcdc gives columns of its own ({RESERVED_LIST}); rename the column at the source",
+            f"column name(s) %s {RESERVED_WHY}",
             F.array_join(F.transform("_own_names", lambda n: F.to_json(F.array(n))), ", "))),
         F.when(F.size("_bad_types") > 0, F.array_join("_bad_types", "; ")),
     )

@@ -92,7 +92,8 @@ def first_copies(frame: DataFrame) -> DataFrame:
     """One row per ``_change_id`` (the :func:`identity`): the copy of the source listed first
     (lowest :data:`RANK_COL`, which is then dropped)."""
     first = Window.partitionBy(model.CHANGE_ID_COL).orderBy(F.col(RANK_COL))
-    return frame.withColumn("__ac_copy", F.row_number().over(first)).where(F.col("__ac_copy") == 1).drop("__ac_copy", RANK_COL)
+    copy = "__ac_copy"  # sqlcdc.names.RESERVED_PREFIX, as RANK_COL
+    return frame.withColumn(copy, F.row_number().over(first)).where(F.col(copy) == 1).drop(copy, RANK_COL)
 
 
 def same_shape(table: TableConfig, silvers: Sequence[tuple[TableConfig, DataFrame]]) -> None:
