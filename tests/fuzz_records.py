@@ -5,15 +5,19 @@ nothing raises, every record is in exactly one place, silver reads back into Pyt
 others. Each record is one of the seed-shaped good records of that file with one random change at a
 random path: a key deleted or doubled, or a value replaced by raw JSON text from a pool (numbers past
 every range, ``-0``, ``1E+2``, lone surrogate and NUL escapes, nested and deep JSON, dates that are
-not, ...). All records of a producer are decoded in one plan (``as_the_pipeline_decodes``). A record
-in no place is reported, except a CES segment that waits for the rest of its event (it is
-quarantined after the split timeout). Found this way (2026-11-28): a CES ``segmentindex`` past an
-Avro int that vanished, and a Qlik commit time of 0001-01-01 that made ``collect()`` of silver raise.
+not, ...). Records that belong together are changed as a group, one member mutated or left out: a
+CES event split in segments, a change table's 3/4 update halves. All records of a producer are
+decoded in one plan (``as_the_pipeline_decodes``); CES records landed two hours ago, so a segment of
+an incomplete event has timed out into quarantine and none waits. ``qlik_versions`` decodes a
+table's metadata version 1 beside a randomly changed version 2 and data of both, one trial per
+decode. Found this way (2026-11-28): a CES ``segmentindex`` past an Avro int that vanished, and a
+Qlik commit time of 0001-01-01 that made ``collect()`` of silver raise.
 
 A few minutes on two cores, so a script, not part of ``make test``::
 
     .venv/bin/python tests/fuzz_records.py --seed 7 --records 300
     .venv/bin/python tests/fuzz_records.py --only qlik,ces --seed 11
+    .venv/bin/python tests/fuzz_records.py --only qlik_versions --trials 40
 
 Exit status 1 when a record is lost or in two places, or silver cannot be collected.
 """
@@ -23,10 +27,14 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import random
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
+
+from pyspark.sql import functions as F
 
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
@@ -64,32 +72,38 @@ def mutate(doc: dict, rnd: random.Random) -> tuple[str, str]:
     return json.dumps(doc).replace('"@@PLACEHOLDER@@"', raw), f"{path} = {raw[:40]}"
 
 
-def _waiting_segment(text: str) -> bool:
-    """A CES record that waits for the rest of its split event (base 0 or 1), not lost."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return False
-    if not isinstance(doc, dict):
-        return False
-    final, idx = doc.get("finalsegment"), doc.get("segmentindex")
-    if isinstance(idx, bool) or not isinstance(idx, (int, float)) or not 0 <= idx <= 2**31 - 1:  # not an Avro int
-        return False
-    return final is False or (final is True and idx > 1)  # a final segment past the first: earlier ones missing
+def _group_lines(docs: list[dict], rnd: random.Random) -> tuple[list[str], str]:
+    """The JSON lines of a group of records that belong together (a CES event's segments, a change
+    table's 3/4 halves): one member mutated, or one left out (its partner then has none)."""
+    i = rnd.randrange(len(docs))
+    if len(docs) > 1 and rnd.random() < 0.2:
+        return [json.dumps(d) for j, d in enumerate(docs) if j != i], f"member {i} of {len(docs)} left out"
+    text, desc = mutate(docs[i], rnd)
+    return [text if j == i else json.dumps(d) for j, d in enumerate(docs)], f"member {i} of {len(docs)}: {desc}"
 
 
-def fuzz(spark, name: str, makers: list[Callable[[int], dict]], decoder, source, table, columns, file: str,
+def fuzz(spark, name: str, makers: list[Callable[[int], Any]], decoder, source, table, columns, file: str,
          extra_lines: tuple[str, ...] = (), n: int = 300, seed: int = 7) -> int:
+    """``makers`` give a record (dict) or a group of them (list); CES records landed two hours before
+    now, so a segment whose event is incomplete has timed out and must be in quarantine."""
     import test_hostile_records as h
 
     rnd = random.Random(seed)
     lines, what = [], {}
     for i in range(n):
-        line, desc = mutate(rnd.choice(makers)(i), rnd)
-        if line not in what:
-            lines.append(line)
-            what[line] = desc
-    bronze = h.bronze_of(spark, list(extra_lines) + lines, file).cache()
+        made = rnd.choice(makers)(i)
+        group, desc = _group_lines(made, rnd) if isinstance(made, list) else ([], "")
+        if not isinstance(made, list):
+            line, desc = mutate(made, rnd)
+            group = [line]
+        for line in group:
+            if line not in what:
+                lines.append(line)
+                what[line] = desc
+    bronze = h.bronze_of(spark, list(extra_lines) + lines, file)
+    if name == "ces":
+        bronze = bronze.withColumn("ingest_time", F.expr("current_timestamp() - INTERVAL 2 HOURS"))
+    bronze = bronze.cache()
     changes, quarantines = h.as_the_pipeline_decodes(bronze, decoder, source, table, columns)
     try:
         out = h._outcomes(bronze, changes, quarantines)
@@ -97,7 +111,12 @@ def fuzz(spark, name: str, makers: list[Callable[[int], dict]], decoder, source,
     except Exception as e:  # noqa: BLE001 -- the finding to report
         print(f"{name}: silver cannot be read back: {str(e)[-200:]}")
         return 1
-    lost = [x for x in lines if x not in out and not (name == "ces" and _waiting_segment(x))]
+    if name == "ces":  # a segment of a complete event is carried by the row of the event's final segment
+        text = {r.record_id: r.value for r in bronze.select("record_id", "value").collect()}
+        for r in decoder.disposition(bronze, source).where("status IN ('segment', 'duplicate_segment')").collect():
+            if r.record_id != r.carried_by and text[r.record_id] not in out:
+                out[text[r.record_id]] = [("carried", text[r.carried_by])] if text[r.carried_by] in out else []
+    lost = [x for x in lines if not out.get(x)]
     multi = [x for x in lines if len(out.get(x, [])) > 1]
     silver = sum(1 for x in lines if out.get(x) and out[x][0][0] == "silver")
     print(f"{name}: {len(lines)} records, {silver} in silver, {len(lost)} in no place, {len(multi)} in two or more")
@@ -108,16 +127,62 @@ def fuzz(spark, name: str, makers: list[Callable[[int], dict]], decoder, source,
     return 1 if lost or multi else 0
 
 
+def fuzz_qlik_versions(spark, trials: int = 20, seed: int = 7) -> int:
+    """A table's metadata version 1 as Replicate writes it and a version 2 with one random change,
+    data messages of both (version 2's named by ``externalSchemaId``), one decode per trial: every
+    record in exactly one place (a metadata message is skipped when it reads, else quarantined)."""
+    import test_hostile_records as h
+    from sqlcdc.formats import qlik
+
+    rnd = random.Random(seed)
+    failed, places = 0, Counter()
+    for k in range(trials):
+        v2 = copy.deepcopy(h.QLIK_METADATA)
+        v2["message"]["schemaId"] = "s-t-2"
+        v2["message"]["lineage"].update(tableVersion=2, timestamp="2025-01-01T11:00:00.000")
+        v2["message"]["tableStructure"]["tableColumns"]["EXTRA"] = {"ordinal": 8, "type": "INT4"}
+        md, desc = mutate(v2, rnd)
+        data = [h.qk(100 * k + i) for i in range(3)] + [
+            json.dumps(h.qlik_doc(100 * k + i, headers={"externalSchemaId": "s-t-2"}, EXTRA=i)) for i in range(3, 6)]
+        lines = [json.dumps(h.QLIK_METADATA), md] + data
+        bronze = h.bronze_of(spark, lines, "file:/landing/t/part-0.jsonl").cache()
+        changes, quarantines = h.as_the_pipeline_decodes(bronze, qlik, h.QLIK_SOURCE, h.QLIK_TABLE, h.QLIK_COLUMNS)
+        try:
+            out = h._outcomes(bronze, changes, quarantines)
+            changes.toPandas()
+        except Exception as e:  # noqa: BLE001 -- the finding to report
+            print(f"qlik versions, trial {k} ({desc}): silver cannot be read back: {str(e)[-200:]}")
+            failed = 1
+            continue
+        for r in bronze.where(qlik.is_skipped(bronze)).select("value").collect():
+            out[r.value].append(("skipped", None))
+        places.update(p[0][0] for x in lines if (p := out.get(x)))
+        wrong = {x: out.get(x, []) for x in lines if len(out.get(x, [])) != 1}
+        if wrong:
+            failed = 1
+            print(f"qlik versions, trial {k} ({desc}):")
+            for x, places in wrong.items():
+                print(f"  in {len(places)} places: {x[:160]}: {places}")
+        bronze.unpersist()
+    print(f"qlik versions: {trials} trials, {8 * trials} records, {dict(places)};"
+          f" {'some' if failed else 'no'} record in no place or two")
+    return failed
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--records", type=int, default=300)
-    p.add_argument("--only", default="debezium,cdc_ct,ces,qlik")
+    p.add_argument("--only", default="debezium,cdc_ct,ces,qlik,qlik_versions")
+    p.add_argument("--trials", type=int, default=20, help="decodes of qlik_versions, one each")
     args = p.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers that can import sqlcdc
     from sqlcdc.runtime import local_spark
 
     spark = local_spark(app_name="sqlcdc-fuzz", extra={"spark.sql.shuffle.partitions": "2"})
     import test_hostile_records as h
+    from test_ces import split
+
     from sqlcdc.formats import cdc_ct, ces, debezium, qlik
 
     def dbz_update(i: int) -> dict:
@@ -126,18 +191,27 @@ def main() -> int:
     def dbz_delete(i: int) -> dict:
         return {**h.dbz_doc(1000 + i, op="d"), "before": h.dbz_doc(1000 + i)["after"], "after": None}
 
+    def ct_update(i: int) -> list[dict]:  # the before (3) and after (4) halves of one update
+        return [h.ct_row(1000 + i, **{"__$operation": 3}), h.ct_row(1000 + i, **{"__$operation": 4}, customer="new")]
+
+    def ces_segments(i: int) -> list[dict]:  # one event split in 2 or 3 segments, either spelling
+        return split(h.ces_doc(1000 + i), 2 + i % 2, "segment" if i % 3 else "split")
+
     producers = {
         "debezium": ([lambda i: h.dbz_doc(1000 + i), dbz_update, dbz_delete], debezium, h.DBZ_SOURCE, h.DBZ_TABLE,
                      h.DBZ_COLUMNS, "file:/landing/items/f.json", ()),
-        "cdc_ct": ([lambda i: h.ct_row(1000 + i)], cdc_ct, h.CT_SOURCE, h.CT_TABLE,
+        "cdc_ct": ([lambda i: h.ct_row(1000 + i), ct_update], cdc_ct, h.CT_SOURCE, h.CT_TABLE,
                    cdc_ct.columns_for(h.CT_TABLE, h.CT_SOURCE), h.CT_FILE, ()),
-        "ces": ([lambda i: h.ces_doc(1000 + i)], ces, h.CES_SOURCE, h.CES_TABLE, h.CES_COLUMNS,
+        "ces": ([lambda i: h.ces_doc(1000 + i), ces_segments], ces, h.CES_SOURCE, h.CES_TABLE, h.CES_COLUMNS,
                 "file:/landing/ces/f.json", ()),
         "qlik": ([lambda i: h.qlik_doc(1000 + i)], qlik, h.QLIK_SOURCE, h.QLIK_TABLE, h.QLIK_COLUMNS,
                  "file:/landing/t/part-0.jsonl", (json.dumps(h.QLIK_METADATA),)),
     }
     failed = 0
     for name in args.only.split(","):
+        if name == "qlik_versions":
+            failed |= fuzz_qlik_versions(spark, args.trials, args.seed)
+            continue
         makers, decoder, source, table, columns, file, extra = producers[name]
         failed |= fuzz(spark, name, makers, decoder, source, table, columns, file, extra, args.records, args.seed)
     return failed

@@ -687,14 +687,17 @@ def _qlik_outcomes(spark):
 
 
 def _outcomes(bronze, changes, quarantines) -> dict[str, list[tuple[str, Any]]]:
-    """landed text -> [(place, silver row or quarantine reason)] over silver and quarantine."""
+    """landed text -> [(place, silver row or quarantine reason)] over silver and quarantine (a
+    change-table update's row names both halves: ``bronze_record_id``, the two record ids comma-separated)."""
     text = {r.record_id: r.value for r in bronze.select("record_id", "value").collect()}
     out: dict[str, list[tuple[str, Any]]] = defaultdict(list)
     for r in changes.collect():
-        out[text[r.bronze_record_id]].append(("silver", r))
+        for rid in r.bronze_record_id.split(","):
+            out[text[rid]].append(("silver", r))
     for q in quarantines:
         for r in q.select("bronze_record_id", "reason").collect():
-            out[text[r.bronze_record_id]].append(("quarantine", r.reason))
+            for rid in r.bronze_record_id.split(","):
+                out[text[rid]].append(("quarantine", r.reason))
     return out
 
 
