@@ -218,6 +218,15 @@ DBZ_CASES = [
     Case("debezium", "zoned timestamp in year 10000", dbz(59, zts="10000-01-01T00:00:00Z"), f"column zts: cannot read [\"10000-01-01T00:00:00Z\"] as timestamp (text): {DBZ_OUT_OF_RANGE}"),
     Case("debezium", "zoned timestamp a year alone", dbz(91, zts="2019"),
          'column zts: cannot read ["2019"] as timestamp (text): not a date and time'),
+    # fuzzing found it: a date alone was read as midnight in the session's time zone, and 0001-01-01
+    # then (a Python datetime of year 0 in local time) stopped every Python reader of silver
+    Case("debezium", "zoned timestamp a date alone", dbz(190, zts="0001-01-01"),
+         'column zts: cannot read ["0001-01-01"] as timestamp (text): not a date and time with its UTC offset'),
+    Case("debezium", "zoned timestamp without its offset", dbz(191, zts="2019-06-05T10:11:08.47"),
+         'column zts: cannot read ["2019-06-05T10:11:08.47"] as timestamp (text): not a date and time with its UTC '
+         'offset, yyyy-mm-dd hh:mm:ss[.fffffff] +hh:mm (without the offset the instant is not known'),
+    Case("debezium", "zoned timestamp with a space before Z", dbz(192, zts="2019-06-05 12:11:08.47 Z"),
+         after=dbz_typed(192, zts=dt.datetime(2019, 6, 5, 12, 11, 8, 470000))),
     Case("debezium", "int beyond int32", dbz(60, qty=3000000000), 'column qty: cannot read ["3000000000"] as int (text)'),
     # floats and text
     Case("debezium", "float NaN as a string", dbz(70, f="NaN"), 'column f: cannot read ["NaN"] as double (text): NaN is not a SQL Server float value'),

@@ -63,3 +63,28 @@ def test_a_decimal_decode_holds_its_byte_decode_once(spark):
         expr = str(typed_value(F.col("raw"), ColumnSpec("v", t, encoding="base64_decimal")))
         assert expr.count("try_to_binary") == 1, expr
         assert expr.count("aggregate") == 1, expr
+
+
+def test_datetimeoffset_text_needs_its_offset(spark):
+    """A datetimeoffset (CES/change-table text, Debezium ZonedTimestamp) is an instant only with its
+    offset: without one Spark would read it in the session's time zone (another instant on a cluster
+    set elsewhere), so it is not a value; with one it lands as that instant whatever the spelling."""
+    import datetime as dt
+
+    spec = ColumnSpec("v", "timestamp", encoding="text")
+    utc = dt.timezone.utc
+    cases = {
+        "2025-03-14 16:45:01.1234567 +01:00": dt.datetime(2025, 3, 14, 15, 45, 1, 123456, utc),  # CES
+        "2019-06-05T12:11:08.47+02:00": dt.datetime(2019, 6, 5, 10, 11, 8, 470000, utc),  # Debezium
+        "2019-06-05T10:11:08.47Z": dt.datetime(2019, 6, 5, 10, 11, 8, 470000, utc),
+        "2025-03-14T16:45:01-05:30": dt.datetime(2025, 3, 14, 22, 15, 1, 0, utc),
+        "2025-03-14 16:45:01": None, "2025-03-14T16:45": None, "2025-03-14": None, "0001-01-01": None,
+        "2025": None, "16:45:01+01:00": None,
+    }
+    df = spark.createDataFrame([(k,) for k in cases], "raw string")
+    # as UTC text: a Python datetime of a TIMESTAMP is in local time
+    got = {r.raw: r.v for r in df.select(
+        "raw", F.date_format(F.to_utc_timestamp(typed_value(F.col("raw"), spec), F.current_timezone()),
+                             "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("v")).collect()}
+    want = {k: v.strftime("%Y-%m-%d %H:%M:%S.%f") if v else None for k, v in cases.items()}
+    assert got == want

@@ -122,9 +122,14 @@ _TEMPORAL_TEXT = {
     "timestamp_ntz": (_YMD + f"({_CLOCK})?" + r"\s*$",
                       "not a date and time without offset, yyyy-mm-dd hh:mm:ss[.fffffff] (a partial date would "
                       "become January 1, a UTC offset would be dropped)"),
-    "timestamp": (_YMD + f"({_CLOCK}({_ZONE})?)?" + r"\s*$",
-                  "not a date and time yyyy-mm-dd hh:mm:ss[.fffffff][ +hh:mm] (a partial date would become January 1)"),
+    # datetimeoffset: without its offset the instant is unknown (Spark would read it in the session's
+    # time zone, a different instant on another cluster); every producer writes one
+    "timestamp": (_YMD + _CLOCK + _ZONE + r"\s*$",
+                  "not a date and time with its UTC offset, yyyy-mm-dd hh:mm:ss[.fffffff] +hh:mm (without the "
+                  "offset the instant is not known; a partial date would become January 1)"),
 }
+# a commit time: producers write one without an offset too (Qlik's header timestamp, in UTC)
+_COMMIT_TIME_TEXT = _YMD + f"({_CLOCK}({_ZONE})?)?" + r"\s*$"
 #: SQL Server types kept as text in silver (Delta has no TIME or GUID type) whose text has a shape:
 #: other text there is not a value of the type, and is quarantined like an unreadable number.
 _STRING_SHAPE = {
@@ -165,7 +170,7 @@ def in_sql_server_range(ts: Column) -> Column:
 def time_text(text: Column) -> Column:
     """``text`` when it has the shape of a date and time (``yyyy-mm-dd[ hh:mm:ss[.f]][ +hh:mm]``), else
     NULL: Spark's cast would read "2024" as its January 1."""
-    return F.when(text.rlike(_TEMPORAL_TEXT["timestamp"][0]), text)
+    return F.when(text.rlike(_COMMIT_TIME_TEXT), text)
 
 
 def commit_time(text: Column) -> Column:
