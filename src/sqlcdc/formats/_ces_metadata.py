@@ -14,8 +14,8 @@ from pyspark.sql import functions as F
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats._ces_events import _routes, events
+from sqlcdc.formats._column_names import name_arrays, name_problems
 from sqlcdc.formats.base import is_rejected_before_decoding, scanned
-from sqlcdc.names import DELTA_BAD_NAME_RE, RESERVED_RE, RESERVED_WHY
 from sqlcdc.values import ColumnSpec
 
 __all__ = ["cols_problem", "_ARGS_RE", "_discover", "_metadata_problems", "_shapes", "_type_problem"]
@@ -59,29 +59,15 @@ def _type_problem(t: Column) -> Column:
 def cols_problem(cols: Column) -> Column:
     """Why an event's ``eventsource.cols`` (``array<struct<name, type, index>>``) cannot define or
     type the table (NULL when it can): two names equal but for case (Delta and SQL Server's default
-    collation compare names case-insensitively), a name Delta cannot store (one of
-    :data:`sqlcdc.names.DELTA_BAD_NAME_CHARS`) or sqlcdc gives a column of its own
-    (:func:`sqlcdc.names.reserved`), or a type that cannot be read (:func:`_type_problem`)."""
+    collation compare names case-insensitively), a name Delta cannot store or sqlcdc gives a column
+    of its own (:mod:`sqlcdc.formats._column_names`), or a type that cannot be read
+    (:func:`_type_problem`)."""
     names = F.transform(cols, lambda c: c["name"])
-    lowered = F.transform(names, lambda n: F.lower(n))
-    collide = F.filter(F.array_distinct(lowered),
-                       lambda n: F.size(F.filter(lowered, lambda m: m == n)) > 1)
-    bad_names = F.filter(names, lambda n: n.rlike(DELTA_BAD_NAME_RE))
-    own = F.filter(names, lambda n: n.rlike(RESERVED_RE))  # sqlcdc.names.reserved
     typed = F.transform(cols, lambda c: frames.let(_type_problem(c["type"]), lambda problem: F.when(
         problem.isNotNull(), F.format_string("column %s: %s", c["name"], problem))))
     bad_types = F.filter(typed, lambda x: x.isNotNull())
     problems = F.array(
-        F.when(F.size(collide) > 0, F.format_string(
-            "column names equal but for case (%s): Delta cannot hold both",
-            F.array_join(F.filter(names, lambda n: F.array_contains(collide, F.lower(n))), ", "))),
-        F.when(F.size(bad_names) > 0, F.format_string(
-            "column name(s) %s hold a character Delta cannot store in a column name (one of space , ; { } ( ) "
-            "newline tab = backtick); rename the column at the source or give the table `columns:`",
-            F.array_join(F.transform(bad_names, lambda n: F.to_json(F.array(n))), ", "))),
-        F.when(F.size(own) > 0, F.format_string(
-            f"column name(s) %s {RESERVED_WHY} or give the table `columns:`",
-            F.array_join(F.transform(own, lambda n: F.to_json(F.array(n))), ", "))),
+        *name_problems(names, name_arrays(names), remedy=" or give the table `columns:`"),
         F.when(F.size(bad_types) > 0, F.array_join(bad_types, "; ")),
     )
     joined = F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; ")

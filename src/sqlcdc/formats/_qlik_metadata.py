@@ -18,9 +18,9 @@ from pyspark.sql import functions as F
 
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig, resolve_path
+from sqlcdc.formats._column_names import ARRAYS, name_arrays, name_problems
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.formats.base import BRONZE_SCHEMA, is_rejected_before_decoding, read_text_lines, scanned
-from sqlcdc.names import DELTA_BAD_NAME_RE, RESERVED_RE, RESERVED_WHY
 
 __all__ = ["COLUMN_STRUCT", "discover", "metadata_landing", "metadata_versions"]
 
@@ -176,23 +176,11 @@ def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: s
         *fields,
         F.transform("cols", lambda c: c["name"]).alias("_names"),
         F.array_sort(F.transform("cols", lambda c: c["name"])).alias("names"),
-        F.transform("cols", lambda c: F.lower(c["name"])).alias("_lowered"),
-        F.filter(F.transform("cols", lambda c: c["name"]), lambda n: n.rlike(DELTA_BAD_NAME_RE)).alias("_bad_names"),
-        F.filter(F.transform("cols", lambda c: c["name"]), lambda n: n.rlike(RESERVED_RE)).alias("_own_names"),
+        *[a.alias(k) for k, a in name_arrays(F.transform("cols", lambda c: c["name"])).items()],
         F.filter(F.transform("cols", _numeric_problem), lambda x: x.isNotNull()).alias("_bad_types"),
     )
-    lowered = F.col("_lowered")
     problems = F.array(
-        F.when(F.size(F.array_distinct(lowered)) < F.size(lowered), F.format_string(
-            "column names equal but for case (%s): Delta cannot hold both",
-            F.array_join(F.filter("_names", lambda n: F.size(F.filter(lowered, lambda m: m == F.lower(n))) > 1), ", "))),
-        F.when(F.size("_bad_names") > 0, F.format_string(
-            "column name(s) %s hold a character Delta cannot store in a column name (one of space , ; { } ( ) "
-            "newline tab = backtick); rename the column at the source",
-            F.array_join(F.transform("_bad_names", lambda n: F.to_json(F.array(n))), ", "))),
-        F.when(F.size("_own_names") > 0, F.format_string(
-            f"column name(s) %s {RESERVED_WHY}",
-            F.array_join(F.transform("_own_names", lambda n: F.to_json(F.array(n))), ", "))),
+        *name_problems(F.col("_names"), {k: F.col(k) for k in ARRAYS}),
         F.when(F.size("_bad_types") > 0, F.array_join("_bad_types", "; ")),
     )
     problem = F.nullif(F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; "), F.lit(""))
