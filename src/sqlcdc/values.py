@@ -122,8 +122,7 @@ _TEMPORAL_TEXT = {
     "timestamp_ntz": (_YMD + f"({_CLOCK})?" + r"\s*$",
                       "not a date and time without offset, yyyy-mm-dd hh:mm:ss[.fffffff] (a partial date would "
                       "become January 1, a UTC offset would be dropped)"),
-    # datetimeoffset: without its offset the instant is unknown (Spark would read it in the session's
-    # time zone, a different instant on another cluster); every producer writes one
+    # datetimeoffset: Spark would read one without offset in the session's zone; producers write it
     "timestamp": (_YMD + _CLOCK + _ZONE + r"\s*$",
                   "not a date and time with its UTC offset, yyyy-mm-dd hh:mm:ss[.fffffff] +hh:mm (without the "
                   "offset the instant is not known; a partial date would become January 1)"),
@@ -153,16 +152,18 @@ def _dec(n: int) -> Column:
     return F.expr(f"CAST('{n}' AS DECIMAL(38,0))")
 
 
-def in_sql_server_range(ts: Column) -> Column:
-    """``ts`` (a timestamp) when within SQL Server's range (year 1..9999), else NULL: a commit time
-    outside it is not a SQL Server time (and Python clients cannot read it back). Decoders quarantine
-    a change whose commit time was given but is NULL here.
+COMMIT_TIME_RANGE = "0001-01-02..9999-12-30"  #: what :func:`commit_time_in_range` keeps
 
-    The first and last day of that range are left out too: ``collect()``/``toPandas()`` turn a
-    timestamp into a Python datetime in local time, and Python's ``datetime.fromtimestamp`` raises
-    "year 0 is out of range" for any instant of 0001-01-01 (it looks a day either side), so one
-    change committed "then" (a Qlik header of 0001-01-01, found by fuzzing) stopped every Python
-    reader of silver. No commit happened on either day."""
+
+def commit_time_in_range(ts: Column) -> Column:
+    """``ts`` (a timestamp) when within :data:`COMMIT_TIME_RANGE`, else NULL: a commit time outside
+    SQL Server's range (year 1..9999) is not a SQL Server time (and Python clients cannot read it
+    back). Decoders quarantine a change whose commit time was given but is NULL here.
+
+    The first and last day of that range are left out too: ``collect()`` turns a timestamp into a
+    Python datetime in local time, and ``datetime.fromtimestamp`` raises "year 0 is out of range"
+    for any instant of 0001-01-01 (it looks a day either side), so one change committed "then" (a
+    Qlik header, found by fuzzing) stopped every Python reader of silver. No commit was then."""
     return F.when(ts.between(F.expr("TIMESTAMP'0001-01-02 00:00:00+00:00'"),
                              F.expr("TIMESTAMP'9999-12-30 23:59:59.999999+00:00'")), ts)
 
@@ -175,8 +176,8 @@ def time_text(text: Column) -> Column:
 
 def commit_time(text: Column) -> Column:
     """A producer's commit-time text -> timestamp; NULL when it is not a date and time
-    (:func:`time_text`), does not read, or is outside year 1..9999 (:func:`in_sql_server_range`)."""
-    return in_sql_server_range(time_text(text).try_cast("timestamp"))
+    (:func:`time_text`), does not read, or is outside :data:`COMMIT_TIME_RANGE`."""
+    return commit_time_in_range(time_text(text).try_cast("timestamp"))
 
 
 def _integral(raw: Column) -> Column:

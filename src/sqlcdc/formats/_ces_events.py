@@ -19,7 +19,7 @@ from sqlcdc import frames, lsn
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats.base import lone_surrogate_reason, nested_keys_in
-from sqlcdc.values import commit_time
+from sqlcdc.values import COMMIT_TIME_RANGE, commit_time
 
 __all__ = [
     "DATA_SCHEMA", "DEFAULT_SPLIT_TIMEOUT", "ENVELOPE_SCHEMA",
@@ -237,7 +237,7 @@ def events(bronze: DataFrame, source: SourceConfig) -> DataFrame:
         F.coalesce(tx_seq, lid_seq).alias("seq_number"),
         commit_ts.alias("commit_ts"),
         F.when(given_time.isNotNull() & commit_ts.isNull(), F.format_string(
-            "%s '%s' is not a commit time within year 1..9999", given_name, F.substring(given_time, 1, 60)
+            f"%s '%s' is not a commit time within {COMMIT_TIME_RANGE}", given_name, F.substring(given_time, 1, 60)
         )).alias("commit_ts_problem"),
     )
 

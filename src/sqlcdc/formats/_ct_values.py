@@ -27,7 +27,7 @@ from sqlcdc.formats._ct_names import (
 )
 from sqlcdc.formats._masks import mask_has, mask_names
 from sqlcdc.formats.base import nested_keys_in, one_json_value
-from sqlcdc.values import VALUE_WARNINGS_COL, ColumnSpec, commit_time, split_value_errors, typed_struct
+from sqlcdc.values import COMMIT_TIME_RANGE, VALUE_WARNINGS_COL, ColumnSpec, commit_time, split_value_errors, typed_struct
 
 __all__ = ["binary_hex", "changed_from_mask", "lsn_text"]
 
@@ -173,7 +173,7 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
                 F.when(mask_raw.isNotNull() & mask.isNull(),
                        F.format_string(f"{UPDATE_MASK} %s is not binary (0x hex or base64)", mask_raw)),
                 F.when(m[COMMIT_TIME_COLUMN].isNotNull() & F.col("_commit_time").isNull(), F.format_string(
-                    f"{COMMIT_TIME_COLUMN} %s is not a time within year 1..9999", F.substring(m[COMMIT_TIME_COLUMN], 1, 60))),
+                    f"{COMMIT_TIME_COLUMN} %s is not a time within {COMMIT_TIME_RANGE}", F.substring(m[COMMIT_TIME_COLUMN], 1, 60))),
             ),
             value_reasons,
             # a CSV/Parquet file without a configured column: its value was not exported, never NULL

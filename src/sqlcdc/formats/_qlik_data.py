@@ -15,7 +15,7 @@ from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats.base import nested_keys, sole_claim
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
-from sqlcdc.values import in_sql_server_range, time_text
+from sqlcdc.values import commit_time_in_range, time_text
 
 __all__ = ["SEQUENCE_WIDTH"]
 
@@ -135,9 +135,9 @@ def _utc(ts: Column) -> Column:
         F.convert_timezone(F.lit("UTC"), F.current_timezone(), ntz).try_cast("timestamp"),
         ts.try_cast("timestamp"),
     )
-    # outside year 1..9999 is not a SQL Server time (and Python clients cannot read it): NULL,
+    # outside COMMIT_TIME_RANGE is not a SQL Server commit time (and Python clients cannot read it): NULL,
     # and decode() quarantines the message
-    return in_sql_server_range(out)
+    return commit_time_in_range(out)
 
 
 # --- transactions ----------------------------------------------------------------------------------

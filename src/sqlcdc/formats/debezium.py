@@ -62,7 +62,7 @@ from sqlcdc.formats import Decoded, Decoder, _debezium_tx
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
 from sqlcdc.formats.base import (claimants, json_trim, nested_keys_in, one_json_value, read_text_lines, record_id,
                                  sole_claim)
-from sqlcdc.values import ColumnSpec, in_sql_server_range, provided_columns, split_value_errors, typed_struct
+from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, commit_time_in_range, provided_columns, split_value_errors, typed_struct
 
 NAME = "debezium"
 STREAMING = True
@@ -281,10 +281,10 @@ def _ordering_problems(op: Column, src: Column) -> Column:
 
 
 def _epoch_millis(ms: Column) -> Column:
-    """``ts_ms`` text -> timestamp (NULL when absent or not an integer within year 1..9999)."""
+    """``ts_ms`` text -> timestamp (NULL when absent or not an integer within ``COMMIT_TIME_RANGE``)."""
     ok = F.trim(ms).rlike(r"^-?[0-9]{1,15}$")
     n = F.when(ok, F.trim(ms).try_cast("bigint"))
-    return in_sql_server_range(F.timestamp_millis(n))  # 15 digits of ms: no overflow on the way
+    return commit_time_in_range(F.timestamp_millis(n))  # 15 digits of ms: no overflow on the way
 
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
@@ -335,7 +335,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
             F.array(missing_image),
             _ordering_problems(p["op"], src),
             F.array(F.when(src["ts_ms"].isNotNull() & ts_ms.isNull(), F.format_string(
-                "source.ts_ms '%s' is not a commit time (milliseconds since 1970, within year 1..9999)",
+                f"source.ts_ms '%s' is not a commit time (milliseconds since 1970, within {COMMIT_TIME_RANGE})",
                 F.substring(src["ts_ms"], 1, 40)))),
             value_reasons,
             F.transform(F.col("_key_nulls"), lambda k: F.format_string("key column %s is NULL", k)),

@@ -140,7 +140,7 @@ from sqlcdc.formats._qlik_metadata import (
 )
 from sqlcdc.formats._qlik_types import spec_for
 from sqlcdc.formats.base import claimants, read_text_lines, record_id
-from sqlcdc.values import ColumnSpec, provided_columns, split_value_errors, typed_struct
+from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, provided_columns, split_value_errors, typed_struct
 
 # Re-exported: the decoder is split into the private modules _qlik_*; these stay ``qlik.<name>``.
 from sqlcdc.formats._qlik_data import SEQUENCE_WIDTH  # noqa: F401
@@ -346,7 +346,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             "headers.transactionEventCounter '%s' is not an integer of at most 18 digits: the change cannot be "
             "ordered within its transaction", F.substring(F.col("_counter_text"), 1, 60))),
         F.when((F.col("_op") != "REFRESH") & F.col("_ts").isNotNull() & _utc(F.col("_ts")).isNull(), F.format_string(
-            "headers.timestamp '%s' is not a UTC time within year 1..9999", F.substring(F.col("_ts"), 1, 60))),
+            f"headers.timestamp '%s' is not a UTC time within {COMMIT_TIME_RANGE}", F.substring(F.col("_ts"), 1, 60))),
     )
     value_reasons, value_warnings = split_value_errors(F.col("_value_errors"), columns, keys, table.bad_values)
     reasons = F.filter(
