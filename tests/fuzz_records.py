@@ -3,7 +3,7 @@ nothing raises, every record is in exactly one place, silver reads back into Pyt
 
 ``tests/test_hostile_records.py`` holds the hostile records someone thought of; this script draws
 others. Each record is one of the seed-shaped good records of that file with one random change at a
-random path: a key deleted or doubled, or a value replaced by raw JSON text from a pool (numbers past
+random path (``--changes N``: N of them): a key deleted or doubled, or a value replaced by raw JSON text from a pool (numbers past
 every range, ``-0``, ``1E+2``, lone surrogate and NUL escapes, nested and deep JSON, dates that are
 not, ...). Records that belong together are changed as a group, one member mutated or left out: a
 CES event split in segments, a change table's 3/4 update halves. All records of a producer are
@@ -18,6 +18,7 @@ A few minutes on two cores, so a script, not part of ``make test``::
     .venv/bin/python tests/fuzz_records.py --seed 7 --records 300
     .venv/bin/python tests/fuzz_records.py --only qlik,ces --seed 11
     .venv/bin/python tests/fuzz_records.py --only qlik_versions --trials 40
+    .venv/bin/python tests/fuzz_records.py --seed 21 --changes 3
 
 Exit status 1 when a record is lost or in two places, or silver cannot be collected.
 """
@@ -53,37 +54,47 @@ def _paths(doc: Any, prefix: tuple = ()):
         yield from _paths(v, prefix + (k,))
 
 
-def mutate(doc: dict, rnd: random.Random) -> tuple[str, str]:
-    """(JSON text of ``doc`` with one random change, what the change was)."""
+def mutate(doc: dict, rnd: random.Random, changes: int = 1) -> tuple[str, str]:
+    """(JSON text of ``doc`` with ``changes`` random changes, what they were)."""
     doc = copy.deepcopy(doc)
-    path = rnd.choice(list(_paths(doc)))
-    parent = doc
-    for k in path[:-1]:
-        parent = parent[k]
-    kind = rnd.random()
-    if kind < 0.15 and isinstance(parent, dict):
-        parent.pop(path[-1])
-        return json.dumps(doc), f"deleted {path}"
-    if kind < 0.25 and isinstance(parent, dict):
-        parent[f"{path[-1]}X"] = parent[path[-1]]
-        return json.dumps(doc), f"extra key beside {path}"
-    raw = rnd.choice(RAW_POOL)
-    parent[path[-1]] = "@@PLACEHOLDER@@"
-    return json.dumps(doc).replace('"@@PLACEHOLDER@@"', raw), f"{path} = {raw[:40]}"
+    raws, what = {}, []
+    for n in range(changes):
+        paths = list(_paths(doc))
+        if not paths:
+            break
+        path = rnd.choice(paths)
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        kind = rnd.random()
+        if kind < 0.15 and isinstance(parent, dict):
+            parent.pop(path[-1])
+            what.append(f"deleted {path}")
+        elif kind < 0.25 and isinstance(parent, dict):
+            parent[f"{path[-1]}X"] = parent[path[-1]]
+            what.append(f"extra key beside {path}")
+        else:
+            raws[f"@@P{n}@@"] = raw = rnd.choice(RAW_POOL)
+            parent[path[-1]] = f"@@P{n}@@"
+            what.append(f"{path} = {raw[:40]}")
+    text = json.dumps(doc)
+    for placeholder, raw in raws.items():
+        text = text.replace(f'"{placeholder}"', raw)
+    return text, "; ".join(what)
 
 
-def _group_lines(docs: list[dict], rnd: random.Random) -> tuple[list[str], str]:
+def _group_lines(docs: list[dict], rnd: random.Random, changes: int = 1) -> tuple[list[str], str]:
     """The JSON lines of a group of records that belong together (a CES event's segments, a change
     table's 3/4 halves): one member mutated, or one left out (its partner then has none)."""
     i = rnd.randrange(len(docs))
     if len(docs) > 1 and rnd.random() < 0.2:
         return [json.dumps(d) for j, d in enumerate(docs) if j != i], f"member {i} of {len(docs)} left out"
-    text, desc = mutate(docs[i], rnd)
+    text, desc = mutate(docs[i], rnd, changes)
     return [text if j == i else json.dumps(d) for j, d in enumerate(docs)], f"member {i} of {len(docs)}: {desc}"
 
 
 def fuzz(spark, name: str, makers: list[Callable[[int], Any]], decoder, source, table, columns, file: str,
-         extra_lines: tuple[str, ...] = (), n: int = 300, seed: int = 7) -> int:
+         extra_lines: tuple[str, ...] = (), n: int = 300, seed: int = 7, changes: int = 1) -> int:
     """``makers`` give a record (dict) or a group of them (list); CES records landed two hours before
     now, so a segment whose event is incomplete has timed out and must be in quarantine."""
     import test_hostile_records as h
@@ -92,9 +103,9 @@ def fuzz(spark, name: str, makers: list[Callable[[int], Any]], decoder, source, 
     lines, what = [], {}
     for i in range(n):
         made = rnd.choice(makers)(i)
-        group, desc = _group_lines(made, rnd) if isinstance(made, list) else ([], "")
+        group, desc = _group_lines(made, rnd, changes) if isinstance(made, list) else ([], "")
         if not isinstance(made, list):
-            line, desc = mutate(made, rnd)
+            line, desc = mutate(made, rnd, changes)
             group = [line]
         for line in group:
             if line not in what:
@@ -104,10 +115,10 @@ def fuzz(spark, name: str, makers: list[Callable[[int], Any]], decoder, source, 
     if name == "ces":
         bronze = bronze.withColumn("ingest_time", F.expr("current_timestamp() - INTERVAL 2 HOURS"))
     bronze = bronze.cache()
-    changes, quarantines = h.as_the_pipeline_decodes(bronze, decoder, source, table, columns)
+    decoded, quarantines = h.as_the_pipeline_decodes(bronze, decoder, source, table, columns)
     try:
-        out = h._outcomes(bronze, changes, quarantines)
-        changes.toPandas()
+        out = h._outcomes(bronze, decoded, quarantines)
+        decoded.toPandas()
     except Exception as e:  # noqa: BLE001 -- the finding to report
         print(f"{name}: silver cannot be read back: {str(e)[-200:]}")
         return 1
@@ -127,7 +138,7 @@ def fuzz(spark, name: str, makers: list[Callable[[int], Any]], decoder, source, 
     return 1 if lost or multi else 0
 
 
-def fuzz_qlik_versions(spark, trials: int = 20, seed: int = 7) -> int:
+def fuzz_qlik_versions(spark, trials: int = 20, seed: int = 7, changes: int = 1) -> int:
     """A table's metadata version 1 as Replicate writes it and a version 2 with one random change,
     data messages of both (version 2's named by ``externalSchemaId``), one decode per trial: every
     record in exactly one place (a metadata message is skipped when it reads, else quarantined)."""
@@ -141,15 +152,15 @@ def fuzz_qlik_versions(spark, trials: int = 20, seed: int = 7) -> int:
         v2["message"]["schemaId"] = "s-t-2"
         v2["message"]["lineage"].update(tableVersion=2, timestamp="2025-01-01T11:00:00.000")
         v2["message"]["tableStructure"]["tableColumns"]["EXTRA"] = {"ordinal": 8, "type": "INT4"}
-        md, desc = mutate(v2, rnd)
+        md, desc = mutate(v2, rnd, changes)
         data = [h.qk(100 * k + i) for i in range(3)] + [
             json.dumps(h.qlik_doc(100 * k + i, headers={"externalSchemaId": "s-t-2"}, EXTRA=i)) for i in range(3, 6)]
         lines = [json.dumps(h.QLIK_METADATA), md] + data
         bronze = h.bronze_of(spark, lines, "file:/landing/t/part-0.jsonl").cache()
-        changes, quarantines = h.as_the_pipeline_decodes(bronze, qlik, h.QLIK_SOURCE, h.QLIK_TABLE, h.QLIK_COLUMNS)
+        decoded, quarantines = h.as_the_pipeline_decodes(bronze, qlik, h.QLIK_SOURCE, h.QLIK_TABLE, h.QLIK_COLUMNS)
         try:
-            out = h._outcomes(bronze, changes, quarantines)
-            changes.toPandas()
+            out = h._outcomes(bronze, decoded, quarantines)
+            decoded.toPandas()
         except Exception as e:  # noqa: BLE001 -- the finding to report
             print(f"qlik versions, trial {k} ({desc}): silver cannot be read back: {str(e)[-200:]}")
             failed = 1
@@ -175,6 +186,7 @@ def main() -> int:
     p.add_argument("--records", type=int, default=300)
     p.add_argument("--only", default="debezium,cdc_ct,ces,qlik,qlik_versions")
     p.add_argument("--trials", type=int, default=20, help="decodes of qlik_versions, one each")
+    p.add_argument("--changes", type=int, default=1, help="random changes per mutated record")
     args = p.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers that can import sqlcdc
     from sqlcdc.runtime import local_spark
@@ -210,10 +222,11 @@ def main() -> int:
     failed = 0
     for name in args.only.split(","):
         if name == "qlik_versions":
-            failed |= fuzz_qlik_versions(spark, args.trials, args.seed)
+            failed |= fuzz_qlik_versions(spark, args.trials, args.seed, args.changes)
             continue
         makers, decoder, source, table, columns, file, extra = producers[name]
-        failed |= fuzz(spark, name, makers, decoder, source, table, columns, file, extra, args.records, args.seed)
+        failed |= fuzz(spark, name, makers, decoder, source, table, columns, file, extra, args.records, args.seed,
+                       args.changes)
     return failed
 
 
