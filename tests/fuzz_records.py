@@ -3,7 +3,7 @@ nothing raises, every record is in exactly one place, silver reads back into Pyt
 
 ``tests/test_hostile_records.py`` holds the hostile records someone thought of; this script draws
 others. Each record is one of the seed-shaped good records of that file with one random change at a
-random path (``--changes N``: N of them): a key deleted or doubled, or a value replaced by raw JSON text from a pool (numbers past
+random path (``--changes N``: N of them): a key deleted, copied or given twice, or a value replaced by raw JSON text from a pool (numbers past
 every range, ``-0``, ``1E+2``, lone surrogate and NUL escapes, nested and deep JSON, dates that are
 not, ...). Records that belong together are changed as a group, one member mutated or left out: a
 CES event split in segments, a change table's 3/4 update halves. All records of a producer are
@@ -73,6 +73,11 @@ def mutate(doc: dict, rnd: random.Random, changes: int = 1) -> tuple[str, str]:
         elif kind < 0.25 and isinstance(parent, dict):
             parent[f"{path[-1]}X"] = parent[path[-1]]
             what.append(f"extra key beside {path}")
+        elif kind < 0.32 and isinstance(parent, dict):  # the key twice: JSON leaves which one wins open
+            raw = rnd.choice(RAW_POOL)
+            raws[f"@@P{n}@@"] = f"{json.dumps(parent[path[-1]])}, {json.dumps(path[-1])}: {raw}"
+            parent[path[-1]] = f"@@P{n}@@"
+            what.append(f"{path} twice, then = {raw[:40]}")
         else:
             raws[f"@@P{n}@@"] = raw = rnd.choice(RAW_POOL)
             parent[path[-1]] = f"@@P{n}@@"
