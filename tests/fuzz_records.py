@@ -108,8 +108,9 @@ def fuzz(spark, name: str, makers: list[Callable[[int], Any]], decoder, source, 
     lines, what = [], {}
     for i in range(n):
         made = rnd.choice(makers)(i)
-        group, desc = _group_lines(made, rnd, changes) if isinstance(made, list) else ([], "")
-        if not isinstance(made, list):
+        if isinstance(made, list):
+            group, desc = _group_lines(made, rnd, changes)
+        else:
             line, desc = mutate(made, rnd, changes)
             group = [line]
         for line in group:
