@@ -98,6 +98,21 @@ def _group_lines(docs: list[dict], rnd: random.Random, changes: int = 1) -> tupl
     return [text if j == i else json.dumps(d) for j, d in enumerate(docs)], f"member {i} of {len(docs)}: {desc}"
 
 
+def _places(bronze, decoder, source, table, columns, label: str) -> dict[str, list] | None:
+    """landed text -> its places, decoded as the pipeline decodes; None (reported) when silver
+    cannot be read back into Python."""
+    import test_hostile_records as h
+
+    decoded, quarantines = h.as_the_pipeline_decodes(bronze, decoder, source, table, columns)
+    try:
+        out = h._outcomes(bronze, decoded, quarantines)
+        decoded.toPandas()
+    except Exception as e:  # noqa: BLE001 -- the finding to report
+        print(f"{label}: silver cannot be read back: {str(e)[-200:]}")
+        return None
+    return out
+
+
 def fuzz(spark, name: str, makers: list[Callable[[int], Any]], decoder, source, table, columns, file: str,
          extra_lines: tuple[str, ...] = (), n: int = 300, seed: int = 7, changes: int = 1) -> int:
     """``makers`` give a record (dict) or a group of them (list); CES records landed two hours before
@@ -121,12 +136,8 @@ def fuzz(spark, name: str, makers: list[Callable[[int], Any]], decoder, source, 
     if name == "ces":
         bronze = bronze.withColumn("ingest_time", F.expr("current_timestamp() - INTERVAL 2 HOURS"))
     bronze = bronze.cache()
-    decoded, quarantines = h.as_the_pipeline_decodes(bronze, decoder, source, table, columns)
-    try:
-        out = h._outcomes(bronze, decoded, quarantines)
-        decoded.toPandas()
-    except Exception as e:  # noqa: BLE001 -- the finding to report
-        print(f"{name}: silver cannot be read back: {str(e)[-200:]}")
+    out = _places(bronze, decoder, source, table, columns, name)
+    if out is None:
         return 1
     if name == "ces":  # a segment of a complete event is carried by the row of the event's final segment
         text = {r.record_id: r.value for r in bronze.select("record_id", "value").collect()}
@@ -163,12 +174,8 @@ def fuzz_qlik_versions(spark, trials: int = 20, seed: int = 7, changes: int = 1)
             json.dumps(h.qlik_doc(100 * k + i, headers={"externalSchemaId": "s-t-2"}, EXTRA=i)) for i in range(3, 6)]
         lines = [json.dumps(h.QLIK_METADATA), md] + data
         bronze = h.bronze_of(spark, lines, "file:/landing/t/part-0.jsonl").cache()
-        decoded, quarantines = h.as_the_pipeline_decodes(bronze, qlik, h.QLIK_SOURCE, h.QLIK_TABLE, h.QLIK_COLUMNS)
-        try:
-            out = h._outcomes(bronze, decoded, quarantines)
-            decoded.toPandas()
-        except Exception as e:  # noqa: BLE001 -- the finding to report
-            print(f"qlik versions, trial {k} ({desc}): silver cannot be read back: {str(e)[-200:]}")
+        out = _places(bronze, qlik, h.QLIK_SOURCE, h.QLIK_TABLE, h.QLIK_COLUMNS, f"qlik versions, trial {k} ({desc})")
+        if out is None:
             failed = 1
             continue
         for r in bronze.where(qlik.is_skipped(bronze)).select("value").collect():
