@@ -22,6 +22,10 @@ UPDATE columnName``); its meaning here -- a column naming, per row, the columns 
 is the one recorded in the project's DESIGN.md. Two rows of one key at the same sequence are
 undefined in AUTO CDC: this reference refuses them rather than pick.
 
+Column names in ``keys`` and the column lists are read as ``col(name)`` reads them: a backtick-quoted
+name is one column (```unit.price```), an unquoted one with a dot is a struct's field, which no
+source here has (refused, as the platform would fail to resolve it).
+
 The delete and truncate conditions are SQL; the caller evaluates them (with Spark) into the boolean
 fields ``__delete`` and ``__truncate`` of each row, so this module parses no SQL.
 """
@@ -34,7 +38,35 @@ START_AT, END_AT = "__START_AT", "__END_AT"
 DELETE, TRUNCATE = "__delete", "__truncate"
 
 
+_NAME_LISTS = ("keys", "column_list", "except_column_list", "ignore_null_updates_column_list",
+               "ignore_null_updates_except_column_list", "track_history_column_list",
+               "track_history_except_column_list")
+
+
+def _column(ref: str) -> str:
+    """The column ``col(ref)`` names: ```a``b``` is a`b; ``a.b`` would be field b of a struct a."""
+    if len(ref) > 1 and ref[0] == ref[-1] == "`":
+        return ref[1:-1].replace("``", "`")
+    if "." in ref or "`" in ref:
+        raise ValueError(f"{ref!r}: col() reads it as a nested field, not as one column")
+    return ref
+
+
+def _named(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(kwargs)
+    for k in _NAME_LISTS:
+        if out.get(k) is not None:
+            out[k] = [_column(r) for r in out[k]]
+    if out.get("columns_to_update"):
+        out["columns_to_update"] = _column(out["columns_to_update"])
+    return out
+
+
 def target_columns(kwargs: Mapping[str, Any], source_columns: Iterable[str]) -> list[str]:
+    return _target_columns(_named(kwargs), source_columns)
+
+
+def _target_columns(kwargs: Mapping[str, Any], source_columns: Iterable[str]) -> list[str]:
     cols = [c for c in source_columns if c not in (DELETE, TRUNCATE)]
     if kwargs.get("column_list") is not None:
         return [c for c in cols if c in kwargs["column_list"]]
@@ -64,7 +96,8 @@ def apply(kwargs: Mapping[str, Any], rows: list[dict[str, Any]]) -> list[dict[st
     ``__START_AT``/``__END_AT``."""
     if not rows:
         return []
-    columns = target_columns(kwargs, rows[0].keys())
+    kwargs = _named(kwargs)
+    columns = _target_columns(kwargs, rows[0].keys())
     keys, seq_col, scd = list(kwargs["keys"]), kwargs["sequence_by"], int(kwargs["stored_as_scd_type"])
     update_col = kwargs.get("columns_to_update")
     tracked = _tracked(kwargs, columns)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from pyspark.errors import AnalysisException
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     LongType,
@@ -18,6 +20,8 @@ from sqlcdc.gold import END_AT, START_AT, ApplyChangesSpec, scd1, scd2
 from sqlcdc.gold import merge_scd1, merge_scd2
 from sqlcdc.config import ConfigError
 from sqlcdc.lsn import SEQUENCE_TYPE
+
+import auto_cdc_reference as auto_cdc
 
 SCHEMA = StructType(
     [
@@ -345,6 +349,32 @@ def test_to_auto_cdc_kwargs_user_excepts_come_first_and_no_deletes():
     kw = spec.to_auto_cdc_kwargs("t", "s")
     assert kw["except_column_list"] == ["city", "_op", "_sequence", "_provided", "_change_id", "_commit_time"]
     assert "apply_as_deletes" not in kw and "apply_as_truncates" not in kw
+
+
+def test_to_auto_cdc_kwargs_name_a_dotted_column_as_one_column(spark):
+    """AUTO CDC reads ``keys`` and the column lists as ``col(name)``: unquoted, ``unit.price`` is the
+    field ``price`` of a struct ``unit`` and the flow fails to start; quoted, it is the column."""
+    spec = ApplyChangesSpec(keys=["row.id"], stored_as_scd_type=2, column_list=["row.id", "unit.price", "name"],
+                            track_history_column_list=["unit.price"], ignore_null_updates_column_list=["unit.price"],
+                            table="c")
+    kw = spec.to_auto_cdc_kwargs("t", "s")
+    assert kw["keys"] == ["`row.id`"]
+    assert kw["column_list"] == ["`row.id`", "`unit.price`", "name"]
+    assert kw["track_history_column_list"] == kw["ignore_null_updates_column_list"] == ["`unit.price`"]
+    assert kw["columns_to_update"] == "_provided"
+
+    frame = spark.createDataFrame([(1, 2.5, "x")], "`row.id` int, `unit.price` double, name string")
+    assert frame.select(*[F.col(c) for c in kw["column_list"]]).columns == ["row.id", "unit.price", "name"]
+    with pytest.raises(AnalysisException, match="UNRESOLVED_COLUMN"):  # what the platform would do unquoted
+        frame.select(F.col("unit.price")).columns
+
+    # the reference of AUTO CDC's semantics reads them the same way
+    rows = [{"row.id": 1, "unit.price": 2.5, "name": "x", "_sequence": 1, "_op": "UPSERT", "_provided": None,
+             "_change_id": "a", "_commit_time": None, auto_cdc.DELETE: False, auto_cdc.TRUNCATE: False}]
+    assert auto_cdc.apply(kw, rows) == [{"row.id": 1, "unit.price": 2.5, "name": "x",
+                                         auto_cdc.START_AT: 1, auto_cdc.END_AT: None}]
+    with pytest.raises(ValueError, match="nested field"):
+        auto_cdc.apply({**kw, "keys": ["row.id"]}, rows)
 
 
 # ---------------------------------------------------------------- incremental MERGE into Delta

@@ -109,6 +109,21 @@ def test_kafka_and_event_hubs_sources_keep_secrets_as_references():
     assert "EVENTHUB_CONNECTION_STRING" not in json.dumps(ex.onboarding)
 
 
+def test_a_dotted_column_is_named_as_one_column():
+    """dlt-meta hands ``keys`` and the column lists to ``apply_changes``, which reads each as
+    ``col(name)``: ``row.id`` must be backtick-quoted or it is a struct's field."""
+    cfg = load_pipeline(FIX / "good" / "pipeline.yml")
+    table = TableConfig(name="a", source=cfg.sources["inventory"], schema="dbo", table="a", keys=("row.id",),
+                        scd_types=(2,), track_history_column_list=("unit.price", "name"),
+                        except_column_list=("e.mail",))
+    ex = build(PipelineConfig(name="p", sources=cfg.sources, tables=(table,), file=cfg.file))
+    (row,) = [r for r in ex.onboarding if "silver_cdc_apply_changes" in r]
+    cdc = row["silver_cdc_apply_changes"]
+    assert cdc["keys"] == ["`row.id`"]
+    assert cdc["track_history_column_list"] == ["`unit.price`", "name"]
+    assert cdc["except_column_list"] == ["_op", "_sequence", "_commit_time", "`e.mail`"]
+
+
 def test_dlt_meta_onboarding_parser_accepts_the_export(spark, tmp_path):
     """dlt-meta's own OnboardDataflowspec reads our files and writes its bronze/silver dataflow specs."""
     onboard = pytest.importorskip("databricks.labs.sdp_meta.onboard_dataflowspec")

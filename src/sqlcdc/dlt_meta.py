@@ -47,7 +47,7 @@ from typing import Any
 
 from sqlcdc import formats
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig
-from sqlcdc.names import literal, quote
+from sqlcdc.names import column_ref, literal, quote
 
 META_COLUMNS = ("_op", "_sequence", "_commit_time")
 _ACTION_KEY = {"warn": "expect", "drop": "expect_or_drop", "fail": "expect_or_fail", "quarantine": "expect_or_quarantine"}
@@ -283,19 +283,19 @@ def build(
         for scd in t.scd_types:
             target = t.scd1_table if scd == 1 else t.scd2_table
             cdc: dict[str, Any] = {
-                "keys": list(t.keys),
+                "keys": [column_ref(k) for k in t.keys],  # dlt-meta passes them to col()
                 "sequence_by": "_sequence",
                 "scd_type": str(scd),
                 "apply_as_deletes": "_op = 'DELETE'",
             }
             if t.column_list:
-                cdc["column_list"] = list(t.column_list)
+                cdc["column_list"] = [column_ref(c) for c in t.column_list]
             else:
-                cdc["except_column_list"] = [*META_COLUMNS, *(t.except_column_list or ())]
+                cdc["except_column_list"] = [column_ref(c) for c in (*META_COLUMNS, *(t.except_column_list or ()))]
             if scd == 2 and t.track_history_column_list:
-                cdc["track_history_column_list"] = list(t.track_history_column_list)
+                cdc["track_history_column_list"] = [column_ref(c) for c in t.track_history_column_list]
             if scd == 2 and t.track_history_except_column_list:
-                cdc["track_history_except_column_list"] = list(t.track_history_except_column_list)
+                cdc["track_history_except_column_list"] = [column_ref(c) for c in t.track_history_except_column_list]
             if t.ignore_null_updates:
                 cdc["ignore_null_updates"] = True
             if scd == t.scd_types[0] and (t.ignore_null_updates_column_list or t.ignore_null_updates_except_column_list):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["DELTA_BAD_NAME_CHARS", "DELTA_BAD_NAME_RE", "RESERVED_LIST", "RESERVED_NAMES", "RESERVED_PREFIX", "RESERVED_RE",
-           "RESERVED_WHY", "literal", "quote", "reserved", "reserved_problem", "unstorable"]
+           "RESERVED_WHY", "column_ref", "literal", "quote", "reserved", "reserved_problem", "unstorable"]
 
 #: Characters Delta Lake refuses in a column name (plus the backtick, which SQL cannot quote back).
 #: Silver and gold keep the source's column names, so a column holding one cannot land: the
@@ -65,6 +67,9 @@ def unstorable(name: str) -> bool:
     return any(ch in name for ch in DELTA_BAD_NAME_CHARS)
 
 
+_PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def quote(name: str) -> str:
     """``name`` as a Spark SQL identifier: backticks, an inner backtick doubled. Names come from
     config and producer metadata -- data, never pasted into SQL unquoted. The one quoting function.
@@ -73,6 +78,17 @@ def quote(name: str) -> str:
     ('`order date`', '`a``b`')
     """
     return "`" + name.replace("`", "``") + "`"
+
+
+def column_ref(name: str) -> str:
+    """``name`` as an API that parses column names reads it (``F.col``; the ``keys`` and column lists
+    of AUTO CDC and dlt-meta): as it is when a plain identifier, else :func:`quote`d, so ``unit.price``
+    stays one column rather than a field ``price`` of a struct ``unit``.
+
+    >>> column_ref("id"), column_ref("unit.price")
+    ('id', '`unit.price`')
+    """
+    return name if _PLAIN_IDENTIFIER.fullmatch(name) else quote(name)
 
 
 def literal(text: str) -> str:

@@ -57,6 +57,7 @@ from pyspark.sql.types import StructType
 
 from sqlcdc import model
 from sqlcdc.config import ConfigError, TableConfig
+from sqlcdc.names import column_ref
 
 __all__ = ["ApplyChangesSpec", "END_AT", "START_AT", "TOMBSTONE_PROPERTY", "auto_cdc_table_properties", "layout", "target"]
 
@@ -304,21 +305,27 @@ class ApplyChangesSpec:
         which names them on every row (the apply frame's NULL, "every column", is spelled out, so
         nothing rests on how the platform reads a NULL list).
 
+        ``keys`` and the column lists are read there as ``col(name)``, which takes ``unit.price`` for a
+        field of a struct: such names are backtick-quoted (:func:`sqlcdc.names.column_ref`).
+
         Example::
 
             dp.create_auto_cdc_flow(**spec.to_auto_cdc_kwargs("gold_orders", "changes_orders"))
         """
+        def refs(names: Iterable[str]) -> list[str]:  # parsed as column names there: `unit.price`
+            return [column_ref(n) for n in names]
+
         kwargs: dict[str, Any] = {
             "target": target,
             "source": source,
-            "keys": list(self.keys),
+            "keys": refs(self.keys),
             "sequence_by": self.sequence_by,
             "stored_as_scd_type": int(self.stored_as_scd_type),
         }
         if self.ignore_null_updates_column_list is not None:
-            kwargs["ignore_null_updates_column_list"] = list(self.ignore_null_updates_column_list)
+            kwargs["ignore_null_updates_column_list"] = refs(self.ignore_null_updates_column_list)
         elif self.ignore_null_updates_except_column_list is not None:
-            kwargs["ignore_null_updates_except_column_list"] = list(self.ignore_null_updates_except_column_list)
+            kwargs["ignore_null_updates_except_column_list"] = refs(self.ignore_null_updates_except_column_list)
         else:
             kwargs["ignore_null_updates"] = bool(self.ignore_null_updates)
         if self.apply_as_deletes is not None:
@@ -328,17 +335,17 @@ class ApplyChangesSpec:
             kwargs["apply_as_truncates"] = self.apply_as_truncates
         meta = list(self.meta_columns)
         if self.column_list is not None:
-            kwargs["column_list"] = [c for c in self.column_list if c not in meta]
+            kwargs["column_list"] = refs(c for c in self.column_list if c not in meta)
         else:
             excl = list(self.except_column_list or ())
-            kwargs["except_column_list"] = excl + [c for c in meta if c not in excl]
+            kwargs["except_column_list"] = refs(excl + [c for c in meta if c not in excl])
         if self.provided_column:
-            kwargs["columns_to_update"] = self.provided_column
+            kwargs["columns_to_update"] = column_ref(self.provided_column)
         if self.stored_as_scd_type == 2:
             if self.track_history_column_list is not None:
-                kwargs["track_history_column_list"] = list(self.track_history_column_list)
+                kwargs["track_history_column_list"] = refs(self.track_history_column_list)
             if self.track_history_except_column_list is not None:
-                kwargs["track_history_except_column_list"] = list(self.track_history_except_column_list)
+                kwargs["track_history_except_column_list"] = refs(self.track_history_except_column_list)
         return kwargs
 
     def auto_cdc_source(self, frame: DataFrame, schema: StructType | None = None) -> DataFrame:
