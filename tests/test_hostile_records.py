@@ -225,6 +225,12 @@ DBZ_CASES = [
     Case("debezium", "zoned timestamp without its offset", dbz(191, zts="2019-06-05T10:11:08.47"),
          'column zts: cannot read ["2019-06-05T10:11:08.47"] as timestamp (text): not a date and time with its UTC '
          'offset, yyyy-mm-dd hh:mm:ss[.fffffff] +hh:mm (without the offset the instant is not known'),
+    Case("debezium", "zoned timestamp 15 hours east of UTC", dbz(193, zts="2019-06-05T12:11:08.47+15:00"),
+         'column zts: cannot read ["2019-06-05T12:11:08.47+15:00"] as timestamp (text): not a date and time with '
+         'its UTC offset, yyyy-mm-dd hh:mm:ss[.fffffff] +hh:mm (without the offset the instant is not known; a '
+         'partial date would become January 1; offsets run -14:00..+14:00)'),
+    Case("debezium", "good zoned timestamp 14 hours west of UTC", dbz(194, zts="2019-06-05T12:11:08.47-14:00"),
+         after=dbz_typed(194, zts=dt.datetime(2019, 6, 6, 2, 11, 8, 470000))),
     Case("debezium", "zoned timestamp with a space before Z", dbz(192, zts="2019-06-05 12:11:08.47 Z"),
          after=dbz_typed(192, zts=dt.datetime(2019, 6, 5, 12, 11, 8, 470000))),
     Case("debezium", "int beyond int32", dbz(60, qty=3000000000), 'column qty: cannot read ["3000000000"] as int (text)'),

@@ -80,6 +80,11 @@ def test_datetimeoffset_text_needs_its_offset(spark):
         "2025-03-14T16:45:01-05:30": dt.datetime(2025, 3, 14, 22, 15, 1, 0, utc),
         "2025-03-14 16:45:01": None, "2025-03-14T16:45": None, "2025-03-14": None, "0001-01-01": None,
         "2025": None, "16:45:01+01:00": None,
+        # SQL Server's offsets run -14:00..+14:00 (Spark would read up to 18 hours)
+        "2025-03-14T16:45:01+14:00": dt.datetime(2025, 3, 14, 2, 45, 1, 0, utc),
+        "2025-03-14T16:45:01-1400": dt.datetime(2025, 3, 15, 6, 45, 1, 0, utc),
+        "2025-03-14T16:45:01+13:59": dt.datetime(2025, 3, 14, 2, 46, 1, 0, utc),
+        "2025-03-14T16:45:01+14:01": None, "2025-03-14T16:45:01-15:00": None, "2025-03-14T16:45:01+10:75": None,
     }
     df = spark.createDataFrame([(k,) for k in cases], "raw string")
     # as UTC text: a Python datetime of a TIMESTAMP is in local time

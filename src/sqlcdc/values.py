@@ -115,7 +115,7 @@ _OUT_OF_RANGE_DATE = "outside SQL Server's range (year 1..9999)"
 # where the type keeps it (a date allows midnight), an offset only for ``timestamp``.
 _YMD = r"^\s*[+-]?[0-9]{4,}-[0-9]{1,2}-[0-9]{1,2}"
 _CLOCK = r"[ T][0-9]{1,2}:[0-9]{2}(:[0-9]{2}(\.[0-9]*)?)?"
-_ZONE = r"\s*(Z|[+-][0-9]{2}(:?[0-9]{2})?|UTC|GMT)"
+_ZONE = r"\s*(Z|[+-](0[0-9]|1[0-3])(:?[0-5][0-9])?|[+-]14(:?00)?|UTC|GMT)"  # SQL Server: -14:00..+14:00
 _TEMPORAL_TEXT = {
     "date": (_YMD + r"([ T]0{1,2}:00(:00(\.0*)?)?)?\s*$",
              "not a whole date yyyy-mm-dd (a partial date, a time of day or a UTC offset would be lost)"),
@@ -125,7 +125,7 @@ _TEMPORAL_TEXT = {
     # datetimeoffset: Spark would read one without offset in the session's zone; producers write it
     "timestamp": (_YMD + _CLOCK + _ZONE + r"\s*$",
                   "not a date and time with its UTC offset, yyyy-mm-dd hh:mm:ss[.fffffff] +hh:mm (without the "
-                  "offset the instant is not known; a partial date would become January 1)"),
+                  "offset the instant is not known; a partial date would become January 1; offsets run -14:00..+14:00)"),
 }
 # a commit time: producers write one without an offset too (Qlik's header timestamp, in UTC)
 _COMMIT_TIME_TEXT = _YMD + f"({_CLOCK}({_ZONE})?)?" + r"\s*$"
