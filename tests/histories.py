@@ -17,10 +17,14 @@ must end with the balance holding (``sqlcdc run`` exits 0). A sixth table is a p
 (docs/handoff.md): its history up to commit X as change-table rows, from commit W < X on as Debezium
 events, both delivered the same way; its gold must equal the reference of the whole history.
 
+``--odd-names`` names the columns as SQL Server allows and Delta stores but SQL tools must quote
+(``row.id`` as the key, ``unit.price``, ``Nachname-Ä``, ``qty#1``; Qlik upper-cases them).
+
 A real run costs minutes on two cores, so this is a script, not part of ``make test``::
 
     .venv/bin/python tests/histories.py /tmp/histories              # seed 1, 3 runs
     .venv/bin/python tests/histories.py /tmp/histories --seed 7 --runs 4 --changes 80
+    .venv/bin/python tests/histories.py /tmp/histories --seed 53 --runs 2 --odd-names
 """
 
 from __future__ import annotations
@@ -49,7 +53,16 @@ from test_ces import event as ces_event, split as ces_split  # noqa: E402
 SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
 COLUMNS = ("name", "qty", "price")  # non-key columns; the key is ``id``
 NAMES = ["ann", "bob", "cy", None, "dee", "Émile", "x" * 40]
-CES_COLS = [("id", "int"), ("name", "nvarchar(100)"), ("qty", "int"), ("price", "decimal(10,2)")]
+CES_TYPES = {"id": "int", "name": "nvarchar(100)", "qty": "int", "price": "decimal(10,2)"}
+#: The history's column -> the name the producers write and gold holds (``--odd-names``: names
+#: Delta can store that SQL tools must quote; Qlik writes them upper-cased).
+COL = {c: c for c in ("id", *COLUMNS)}
+ODD_NAMES = {"id": "row.id", "name": "Nachname-Ä", "qty": "qty#1", "price": "unit.price"}
+
+
+def out_names(row: dict) -> dict:
+    """``row`` (history names) with the names the producers write."""
+    return {COL[k]: v for k, v in row.items()}
 
 
 @dataclass(frozen=True)
@@ -150,7 +163,7 @@ def _as_delete_and_insert(c: Change) -> list[Change]:
 
 def debezium(c: Change) -> list[str]:
     def image(row, key):
-        return None if row is None else {"id": key, "name": row["name"], "qty": row["qty"], "price": _b64_decimal(row["price"])}
+        return None if row is None else out_names({"id": key, **row, "price": _b64_decimal(row["price"])})
 
     def dbz_lsn(hex20: str) -> str:
         return f"{hex20[:8]}:{hex20[8:16]}:{hex20[16:]}".lower()
@@ -209,7 +222,8 @@ def debezium_with_metadata(changes: list[Change], rng: random.Random) -> tuple[d
 def cdc_ct(c: Change) -> list[str]:
     def row(op: int, image: dict, key: int, sub: int = 0) -> str:
         return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
-                           "__$operation": op, "__$update_mask": "0x0F", "__$command_id": 1, **image, "id": key})
+                           "__$operation": op, "__$update_mask": "0x0F", "__$command_id": 1,
+                           **out_names({**image, "id": key})})
 
     if c.op == "INSERT":
         return [row(2, c.after, c.key)]
@@ -224,7 +238,7 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     def image(row, key):
         if row is None:
             return None
-        return {"id": str(key), **{k: (None if v is None else str(v)) for k, v in row.items()}}
+        return out_names({"id": str(key), **{k: (None if v is None else str(v)) for k, v in row.items()}})
 
     if c.old_key is not None:  # a key change: a delete of the old key, then an insert of the new one
         return [line for part in _as_delete_and_insert(c) for line in ces(part, rng)]
@@ -233,32 +247,38 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     if c.op == "UPDATE" and c.form < 0.5:
         old = None  # as the seed's update: "old": "{}"
     seq = c.pos * 2 + (c.op == "INSERT")  # a key change's insert after its delete, at the same position
-    ev = ces_event(op, table="hist", cols=CES_COLS, old=old, current=image(c.after, c.key),
-                   pk={"id": str(c.key)}, lsn=commit_hex(c), seq=seq, eid=f"e-{c.tx}-{seq}")
+    ev = ces_event(op, table="hist", cols=[(COL[k], t) for k, t in CES_TYPES.items()], old=old,
+                   current=image(c.after, c.key), pk={COL["id"]: str(c.key)}, lsn=commit_hex(c), seq=seq, eid=f"e-{c.tx}-{seq}")
     if rng.random() < 0.2:  # a large event cut into segments, which land apart
         return [json.dumps(s) for s in ces_split(ev, rng.randint(2, 3))]
     return [json.dumps(ev)]
 
 
-QLIK_METADATA = json.dumps({
-    "magic": "atMSG", "type": "MD", "headers": None, "messageSchemaId": None, "messageSchema": None,
-    "message": {
-        "schemaId": "s-hist-1",
-        "lineage": {"server": "qlik-srv", "task": "task", "schema": "dbo", "table": "hist", "tableVersion": 1,
-                    "timestamp": "2025-01-01T00:00:00.000"},
-        "tableStructure": {"tableColumns": {
-            "ID": {"ordinal": 1, "type": "INT4", "primaryKeyPosition": 1},
-            "NAME": {"ordinal": 2, "type": "WSTRING", "length": 100},
-            "QTY": {"ordinal": 3, "type": "INT4"},
-            "PRICE": {"ordinal": 4, "type": "NUMERIC", "precision": 10, "scale": 2},
-        }},
-    },
-})
+def qlik_metadata() -> str:
+    """The metadata message of dbo.hist (version 1), with the column names in force."""
+    return json.dumps({
+        "magic": "atMSG", "type": "MD", "headers": None, "messageSchemaId": None, "messageSchema": None,
+        "message": {
+            "schemaId": "s-hist-1",
+            "lineage": {"server": "qlik-srv", "task": "task", "schema": "dbo", "table": "hist", "tableVersion": 1,
+                        "timestamp": "2025-01-01T00:00:00.000"},
+            "tableStructure": {"tableColumns": {
+                COL["id"].upper(): {"ordinal": 1, "type": "INT4", "primaryKeyPosition": 1},
+                COL["name"].upper(): {"ordinal": 2, "type": "WSTRING", "length": 100},
+                COL["qty"].upper(): {"ordinal": 3, "type": "INT4"},
+                COL["price"].upper(): {"ordinal": 4, "type": "NUMERIC", "precision": 10, "scale": 2},
+            }},
+        },
+    })
+
+
+QLIK_METADATA = qlik_metadata()  # with the history's own column names
+CES_COLS = list(CES_TYPES.items())
 
 
 def qlik(c: Change, last_of_tx: bool) -> list[str]:
     def image(row, key):
-        return None if row is None else {"ID": key, "NAME": row["name"], "QTY": row["qty"], "PRICE": row["price"]}
+        return None if row is None else {k.upper(): v for k, v in out_names({"id": key, **row}).items()}
 
     data = image(c.before, c.key) if c.op == "DELETE" else image(c.after, c.key)
     headers = {"operation": c.op, "changeSequence": f"20250101{c.tx * 1000 + c.pos:027d}",
@@ -330,7 +350,7 @@ def land(base: Path, producers: list[str], *, keys: int, changes: int, seed: int
     for producer in producers:
         lines = records(producer, history(rng, keys, changes), rng)
         if producer == "qlik":
-            lines.insert(0, QLIK_METADATA)
+            lines.insert(0, qlik_metadata())
         source, _, pattern = SOURCES[producer]
         step = per_file or len(lines)
         for f in range(0, len(lines), step):
@@ -353,6 +373,12 @@ def deliveries(lines: list[str], runs: int, rng: random.Random) -> list[list[lis
     return out
 
 
+def _keys_and_columns() -> str:
+    types = {"id": "int", "name": "string", "qty": "int", "price": "decimal(10,2)"}
+    return (f"keys: [{json.dumps(COL['id'])}]\ncolumns:\n"  # JSON strings are YAML strings
+            + "".join(f"  - {{name: {json.dumps(COL[c])}, type: '{t}'}}\n" for c, t in types.items()))
+
+
 def write_config(base: Path, only: set[str]) -> Path:
     (base / "config" / "tables").mkdir(parents=True, exist_ok=True)
     sources = ""
@@ -366,10 +392,9 @@ def write_config(base: Path, only: set[str]) -> Path:
         sources += f"  {source}:\n    format: {fmt}\n    landing: {landing}\n{opts}"
         body = f"name: {table}\nsource: {source}\ntable: dbo.hist\n"
         if producer in ("debezium", "debezium_tx", "debezium_flat", "cdc_ct"):
-            body += ("keys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: name, type: string}\n"
-                     "  - {name: qty, type: int}\n  - {name: price, type: 'decimal(10,2)'}\n")
+            body += _keys_and_columns()
         elif producer == "ces":
-            body += "keys: [id]\n"
+            body += f"keys: [{json.dumps(COL['id'])}]\n"
         (base / "config" / "tables" / f"{table}.yml").write_text(body)
     ct, dbz, table, _, _ = HANDOFF
     for source, producer in ((ct, "cdc_ct"), (dbz, "debezium")) if "handoff" in only else ():
@@ -377,8 +402,7 @@ def write_config(base: Path, only: set[str]) -> Path:
         sources += f"  {source}:\n    format: {producer}\n    landing: {base / 'landing' / source}\n"
     if "handoff" in only:
         (base / "config" / "tables" / f"{table}.yml").write_text(
-            f"name: {table}\nsources: [{ct}, {dbz}]\ntable: dbo.hist\nkeys: [id]\ncolumns:\n  - {{name: id, type: int}}\n"
-            "  - {name: name, type: string}\n  - {name: qty, type: int}\n  - {name: price, type: 'decimal(10,2)'}\n")
+            f"name: {table}\nsources: [{ct}, {dbz}]\ntable: dbo.hist\n" + _keys_and_columns())
     (base / "config" / "pipeline.yml").write_text("name: histories\nsources:\n" + sources)
     return base / "config" / "pipeline.yml"
 
@@ -405,7 +429,7 @@ def expected(changes: list[Change]) -> tuple[list[tuple], dict[int, list[tuple]]
 
 def gold(spark, tables: Path, producer: str, table: str) -> tuple[list[tuple], dict[int, list[tuple]]]:
     """The same shapes read from a run's gold tables."""
-    names = ("ID", "NAME", "QTY", "PRICE") if producer == "qlik" else ("id", "name", "qty", "price")
+    names = tuple(COL[c].upper() if producer == "qlik" else COL[c] for c in ("id", "name", "qty", "price"))
 
     def text(v):
         return None if v is None else (f"{v:.2f}" if isinstance(v, Decimal) else v)
@@ -428,9 +452,13 @@ def main() -> int:
     ap.add_argument("--changes", type=int, default=40)
     ap.add_argument("--qlik-metadata", choices=("first", "any"), default="first",
                     help="the run the Qlik metadata message lands in: the first, or any (data may come first)")
+    ap.add_argument("--odd-names", action="store_true",
+                    help=f"columns named {', '.join(ODD_NAMES.values())} (dots, a dash, a non-ASCII letter, #)")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
                     help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
+    if args.odd_names:
+        COL.update(ODD_NAMES)
     only = set(args.only.split(","))
     base = args.folder.resolve()
     shutil.rmtree(base, ignore_errors=True)
@@ -443,7 +471,7 @@ def main() -> int:
         plan = deliveries(lines, args.runs, rng)
         if producer == "qlik":  # the metadata message lands in any run, before or after its data
             run = plan[rng.randrange(args.runs) if args.qlik_metadata == "any" else 0]
-            run[rng.randrange(len(run))].insert(0, QLIK_METADATA)
+            run[rng.randrange(len(run))].insert(0, qlik_metadata())
         plans[producer] = plan
     histories["handoff"] = history(rng, args.keys, args.changes)
     ct_lines, dbz_lines = handoff_records(histories["handoff"], rng)

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 
 from sqlcdc import formats, model
 from sqlcdc.config import ConfigError, TableConfig
+from sqlcdc.names import quote
 
 __all__ = ["RANK_COL", "first_copies", "gold_table", "groups", "identified", "identity", "merged", "same_shape"]
 
@@ -72,7 +73,7 @@ def identity(keys: Sequence[str]) -> Column:
     place in the log, operation, key. (The apply frame marks the delete that ends an update's old key
     ``#old-key``; Debezium writes it as a delete of its own at the same place.)"""
     place = F.regexp_replace(F.col(model.CHANGE_ID_COL), "#old-key$", "")
-    return F.concat_ws("|", place, F.col(model.OP_COL), F.to_json(F.struct(*[F.col(k) for k in keys])))
+    return F.concat_ws("|", place, F.col(model.OP_COL), F.to_json(F.struct(*[F.col(quote(k)) for k in keys])))
 
 
 def merged(silvers: Sequence[tuple[TableConfig, DataFrame]], to_apply: Callable[[DataFrame], DataFrame],
