@@ -19,12 +19,13 @@ events, both delivered the same way; its gold must equal the reference of the wh
 
 ``--odd-names`` names the columns as SQL Server allows and Delta stores but SQL tools must quote
 (``row.id`` as the key, ``unit.price``, ``Nachname-Ä``, ``qty#1``; Qlik upper-cases them).
+``--composite-key`` keys every table on (region, id), a text and an int part.
 
 A real run costs minutes on two cores, so this is a script, not part of ``make test``::
 
     .venv/bin/python tests/histories.py /tmp/histories              # seed 1, 3 runs
     .venv/bin/python tests/histories.py /tmp/histories --seed 7 --runs 4 --changes 80
-    .venv/bin/python tests/histories.py /tmp/histories --seed 53 --runs 2 --odd-names
+    .venv/bin/python tests/histories.py /tmp/histories --seed 54 --runs 2 --odd-names --composite-key
 """
 
 from __future__ import annotations
@@ -56,8 +57,27 @@ NAMES = ["ann", "bob", "cy", None, "dee", "Émile", "x" * 40]
 CES_TYPES = {"id": "int", "name": "nvarchar(100)", "qty": "int", "price": "decimal(10,2)"}
 #: The history's column -> the name the producers write and gold holds (``--odd-names``: names
 #: Delta can store that SQL tools must quote; Qlik writes them upper-cased).
-COL = {c: c for c in ("id", *COLUMNS)}
-ODD_NAMES = {"id": "row.id", "name": "Nachname-Ä", "qty": "qty#1", "price": "unit.price"}
+COL = {c: c for c in ("region", "id", *COLUMNS)}
+ODD_NAMES = {"region": "région/eu", "id": "row.id", "name": "Nachname-Ä", "qty": "qty#1",
+             "price": "unit.price"}
+#: ``--composite-key``: the key is (region, id), region a text part that follows from id (so a key
+#: change of id changes both parts).
+COMPOSITE = {"on": False}
+REGIONS = ["nord", "süd", "ost"]
+
+
+def key_of(key: int) -> dict:
+    """The key columns' values of the history's key ``key`` (history names)."""
+    return {"region": REGIONS[key % 3], "id": key} if COMPOSITE["on"] else {"id": key}
+
+
+def key_names() -> list[str]:
+    return list(key_of(0))
+
+
+def gold_key(key: int):
+    """How :func:`expected` and :func:`gold` name a key: ``id``, or ``region/id``."""
+    return "/".join(map(str, key_of(key).values())) if COMPOSITE["on"] else key
 
 
 def out_names(row: dict) -> dict:
@@ -163,7 +183,7 @@ def _as_delete_and_insert(c: Change) -> list[Change]:
 
 def debezium(c: Change) -> list[str]:
     def image(row, key):
-        return None if row is None else out_names({"id": key, **row, "price": _b64_decimal(row["price"])})
+        return None if row is None else out_names({**key_of(key), **row, "price": _b64_decimal(row["price"])})
 
     def dbz_lsn(hex20: str) -> str:
         return f"{hex20[:8]}:{hex20[8:16]}:{hex20[16:]}".lower()
@@ -222,8 +242,8 @@ def debezium_with_metadata(changes: list[Change], rng: random.Random) -> tuple[d
 def cdc_ct(c: Change) -> list[str]:
     def row(op: int, image: dict, key: int, sub: int = 0) -> str:
         return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
-                           "__$operation": op, "__$update_mask": "0x0F", "__$command_id": 1,
-                           **out_names({**image, "id": key})})
+                           "__$operation": op, "__$update_mask": "0x1F" if COMPOSITE["on"] else "0x0F",
+                           "__$command_id": 1, **out_names({**image, **key_of(key)})})
 
     if c.op == "INSERT":
         return [row(2, c.after, c.key)]
@@ -238,7 +258,8 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     def image(row, key):
         if row is None:
             return None
-        return out_names({"id": str(key), **{k: (None if v is None else str(v)) for k, v in row.items()}})
+        return out_names({**{k: str(v) for k, v in key_of(key).items()},
+                          **{k: (None if v is None else str(v)) for k, v in row.items()}})
 
     if c.old_key is not None:  # a key change: a delete of the old key, then an insert of the new one
         return [line for part in _as_delete_and_insert(c) for line in ces(part, rng)]
@@ -247,8 +268,9 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     if c.op == "UPDATE" and c.form < 0.5:
         old = None  # as the seed's update: "old": "{}"
     seq = c.pos * 2 + (c.op == "INSERT")  # a key change's insert after its delete, at the same position
-    ev = ces_event(op, table="hist", cols=[(COL[k], t) for k, t in CES_TYPES.items()], old=old,
-                   current=image(c.after, c.key), pk={COL["id"]: str(c.key)}, lsn=commit_hex(c), seq=seq, eid=f"e-{c.tx}-{seq}")
+    types = {**({"region": "nvarchar(10)"} if COMPOSITE["on"] else {}), **CES_TYPES}
+    ev = ces_event(op, table="hist", cols=[(COL[k], t) for k, t in types.items()], old=old,
+                   current=image(c.after, c.key), pk={COL[k]: str(v) for k, v in key_of(c.key).items()}, lsn=commit_hex(c), seq=seq, eid=f"e-{c.tx}-{seq}")
     if rng.random() < 0.2:  # a large event cut into segments, which land apart
         return [json.dumps(s) for s in ces_split(ev, rng.randint(2, 3))]
     return [json.dumps(ev)]
@@ -263,10 +285,13 @@ def qlik_metadata() -> str:
             "lineage": {"server": "qlik-srv", "task": "task", "schema": "dbo", "table": "hist", "tableVersion": 1,
                         "timestamp": "2025-01-01T00:00:00.000"},
             "tableStructure": {"tableColumns": {
-                COL["id"].upper(): {"ordinal": 1, "type": "INT4", "primaryKeyPosition": 1},
-                COL["name"].upper(): {"ordinal": 2, "type": "WSTRING", "length": 100},
-                COL["qty"].upper(): {"ordinal": 3, "type": "INT4"},
-                COL["price"].upper(): {"ordinal": 4, "type": "NUMERIC", "precision": 10, "scale": 2},
+                COL[c].upper(): {"ordinal": i, **t, **({"primaryKeyPosition": key_names().index(c) + 1}
+                                                      if c in key_names() else {})}
+                for i, (c, t) in enumerate(((c, t) for c, t in (
+                    ("region", {"type": "WSTRING", "length": 10}), ("id", {"type": "INT4"}),
+                    ("name", {"type": "WSTRING", "length": 100}), ("qty", {"type": "INT4"}),
+                    ("price", {"type": "NUMERIC", "precision": 10, "scale": 2})) if c in COL and (
+                    c != "region" or COMPOSITE["on"])), start=1)
             }},
         },
     })
@@ -278,7 +303,7 @@ CES_COLS = list(CES_TYPES.items())
 
 def qlik(c: Change, last_of_tx: bool) -> list[str]:
     def image(row, key):
-        return None if row is None else {k.upper(): v for k, v in out_names({"id": key, **row}).items()}
+        return None if row is None else {k.upper(): v for k, v in out_names({**key_of(key), **row}).items()}
 
     data = image(c.before, c.key) if c.op == "DELETE" else image(c.after, c.key)
     headers = {"operation": c.op, "changeSequence": f"20250101{c.tx * 1000 + c.pos:027d}",
@@ -374,9 +399,10 @@ def deliveries(lines: list[str], runs: int, rng: random.Random) -> list[list[lis
 
 
 def _keys_and_columns() -> str:
-    types = {"id": "int", "name": "string", "qty": "int", "price": "decimal(10,2)"}
-    return (f"keys: [{json.dumps(COL['id'])}]\ncolumns:\n"  # JSON strings are YAML strings
-            + "".join(f"  - {{name: {json.dumps(COL[c])}, type: '{t}'}}\n" for c, t in types.items()))
+    types = {"region": "string", "id": "int", "name": "string", "qty": "int", "price": "decimal(10,2)"}
+    return (f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\ncolumns:\n"  # JSON strings are YAML's
+            + "".join(f"  - {{name: {json.dumps(COL[c])}, type: '{t}'}}\n" for c, t in types.items()
+                      if c != "region" or COMPOSITE["on"]))
 
 
 def write_config(base: Path, only: set[str]) -> Path:
@@ -394,7 +420,7 @@ def write_config(base: Path, only: set[str]) -> Path:
         if producer in ("debezium", "debezium_tx", "debezium_flat", "cdc_ct"):
             body += _keys_and_columns()
         elif producer == "ces":
-            body += f"keys: [{json.dumps(COL['id'])}]\n"
+            body += f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\n"
         (base / "config" / "tables" / f"{table}.yml").write_text(body)
     ct, dbz, table, _, _ = HANDOFF
     for source, producer in ((ct, "cdc_ct"), (dbz, "debezium")) if "handoff" in only else ():
@@ -419,10 +445,10 @@ def expected(changes: list[Change]) -> tuple[list[tuple], dict[int, list[tuple]]
     events += [{"op": "DELETE", "seq": (c.tx, c.pos), "cid": f"{c.tx}.{c.pos}#old", "key": (c.old_key,),
                 "values": {}, "provided": None} for c in changes if c.old_key is not None]  # a key change
     current, versions = ref.replay(events, COLUMNS)
-    scd1 = sorted(((k[0], r["name"], r["qty"], r["price"]) for k, r in current.items()), key=ref._sort_key)
+    scd1 = sorted(((gold_key(k[0]), r["name"], r["qty"], r["price"]) for k, r in current.items()), key=ref._sort_key)
     scd2: dict[int, list[tuple]] = {}
     for v in sorted(versions, key=lambda v: v["start"]):
-        scd2.setdefault(v["key"][0], []).append(
+        scd2.setdefault(gold_key(v["key"][0]), []).append(
             (v["values"]["name"], v["values"]["qty"], v["values"]["price"], v["end"] is not None))
     return scd1, scd2
 
@@ -430,16 +456,20 @@ def expected(changes: list[Change]) -> tuple[list[tuple], dict[int, list[tuple]]
 def gold(spark, tables: Path, producer: str, table: str) -> tuple[list[tuple], dict[int, list[tuple]]]:
     """The same shapes read from a run's gold tables."""
     names = tuple(COL[c].upper() if producer == "qlik" else COL[c] for c in ("id", "name", "qty", "price"))
+    region = COL["region"].upper() if producer == "qlik" else COL["region"]
+
+    def key(r):
+        return f"{r[region]}/{r[names[0]]}" if COMPOSITE["on"] else r[names[0]]
 
     def text(v):
         return None if v is None else (f"{v:.2f}" if isinstance(v, Decimal) else v)
 
     s1 = spark.read.format("delta").load(str(tables / f"gold_{table}_scd1")).collect()
     s2 = spark.read.format("delta").load(str(tables / f"gold_{table}_scd2")).collect()
-    scd1 = sorted(((r[names[0]], r[names[1]], r[names[2]], text(r[names[3]])) for r in s1), key=ref._sort_key)
+    scd1 = sorted(((key(r), r[names[1]], r[names[2]], text(r[names[3]])) for r in s1), key=ref._sort_key)
     scd2: dict[int, list[tuple]] = {}
     for r in sorted(s2, key=lambda r: tuple(r["__START_AT"])):
-        scd2.setdefault(r[names[0]], []).append((r[names[1]], r[names[2]], text(r[names[3]]), r["__END_AT"] is not None))
+        scd2.setdefault(key(r), []).append((r[names[1]], r[names[2]], text(r[names[3]]), r["__END_AT"] is not None))
     return scd1, scd2
 
 
@@ -454,11 +484,14 @@ def main() -> int:
                     help="the run the Qlik metadata message lands in: the first, or any (data may come first)")
     ap.add_argument("--odd-names", action="store_true",
                     help=f"columns named {', '.join(ODD_NAMES.values())} (dots, a dash, a non-ASCII letter, #)")
+    ap.add_argument("--composite-key", action="store_true",
+                    help="key every table on (region, id): a text and an int part")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
                     help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
     if args.odd_names:
         COL.update(ODD_NAMES)
+    COMPOSITE["on"] = args.composite_key
     only = set(args.only.split(","))
     base = args.folder.resolve()
     shutil.rmtree(base, ignore_errors=True)
