@@ -54,7 +54,14 @@ from test_ces import event as ces_event, split as ces_split  # noqa: E402
 SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
 COLUMNS = ("name", "qty", "price")  # non-key columns; the key is ``id``
 NAMES = ["ann", "bob", "cy", None, "dee", "Émile", "x" * 40]
-CES_TYPES = {"id": "int", "name": "nvarchar(100)", "qty": "int", "price": "decimal(10,2)"}
+#: Each column of the history: its type in ``columns:`` (config), in CES (SQL Server) and in Qlik.
+TYPES = {
+    "region": ("string", "nvarchar(10)", {"type": "WSTRING", "length": 10}),
+    "id": ("int", "int", {"type": "INT4"}),
+    "name": ("string", "nvarchar(100)", {"type": "WSTRING", "length": 100}),
+    "qty": ("int", "int", {"type": "INT4"}),
+    "price": ("decimal(10,2)", "decimal(10,2)", {"type": "NUMERIC", "precision": 10, "scale": 2}),
+}
 #: The history's column -> the name the producers write and gold holds (``--odd-names``: names
 #: Delta can store that SQL tools must quote; Qlik writes them upper-cased).
 COL = {c: c for c in ("region", "id", *COLUMNS)}
@@ -73,6 +80,11 @@ def key_of(key: int) -> dict:
 
 def key_names() -> list[str]:
     return list(key_of(0))
+
+
+def columns() -> list[str]:
+    """The table's columns in order (history names): the key's, then :data:`COLUMNS`."""
+    return key_names() + list(COLUMNS)
 
 
 def gold_key(key: int):
@@ -268,9 +280,9 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     if c.op == "UPDATE" and c.form < 0.5:
         old = None  # as the seed's update: "old": "{}"
     seq = c.pos * 2 + (c.op == "INSERT")  # a key change's insert after its delete, at the same position
-    types = {**({"region": "nvarchar(10)"} if COMPOSITE["on"] else {}), **CES_TYPES}
-    ev = ces_event(op, table="hist", cols=[(COL[k], t) for k, t in types.items()], old=old,
-                   current=image(c.after, c.key), pk={COL[k]: str(v) for k, v in key_of(c.key).items()}, lsn=commit_hex(c), seq=seq, eid=f"e-{c.tx}-{seq}")
+    ev = ces_event(op, table="hist", cols=[(COL[k], TYPES[k][1]) for k in columns()], old=old,
+                   current=image(c.after, c.key), pk={COL[k]: str(v) for k, v in key_of(c.key).items()},
+                   lsn=commit_hex(c), seq=seq, eid=f"e-{c.tx}-{seq}")
     if rng.random() < 0.2:  # a large event cut into segments, which land apart
         return [json.dumps(s) for s in ces_split(ev, rng.randint(2, 3))]
     return [json.dumps(ev)]
@@ -285,20 +297,16 @@ def qlik_metadata() -> str:
             "lineage": {"server": "qlik-srv", "task": "task", "schema": "dbo", "table": "hist", "tableVersion": 1,
                         "timestamp": "2025-01-01T00:00:00.000"},
             "tableStructure": {"tableColumns": {
-                COL[c].upper(): {"ordinal": i, **t, **({"primaryKeyPosition": key_names().index(c) + 1}
-                                                      if c in key_names() else {})}
-                for i, (c, t) in enumerate(((c, t) for c, t in (
-                    ("region", {"type": "WSTRING", "length": 10}), ("id", {"type": "INT4"}),
-                    ("name", {"type": "WSTRING", "length": 100}), ("qty", {"type": "INT4"}),
-                    ("price", {"type": "NUMERIC", "precision": 10, "scale": 2})) if c in COL and (
-                    c != "region" or COMPOSITE["on"])), start=1)
+                COL[c].upper(): {"ordinal": i, **TYPES[c][2],
+                                 **({"primaryKeyPosition": key_names().index(c) + 1} if c in key_names() else {})}
+                for i, c in enumerate(columns(), start=1)
             }},
         },
     })
 
 
 QLIK_METADATA = qlik_metadata()  # with the history's own column names
-CES_COLS = list(CES_TYPES.items())
+CES_COLS = [(c, TYPES[c][1]) for c in ("id", *COLUMNS)]
 
 
 def qlik(c: Change, last_of_tx: bool) -> list[str]:
@@ -399,10 +407,8 @@ def deliveries(lines: list[str], runs: int, rng: random.Random) -> list[list[lis
 
 
 def _keys_and_columns() -> str:
-    types = {"region": "string", "id": "int", "name": "string", "qty": "int", "price": "decimal(10,2)"}
     return (f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\ncolumns:\n"  # JSON strings are YAML's
-            + "".join(f"  - {{name: {json.dumps(COL[c])}, type: '{t}'}}\n" for c, t in types.items()
-                      if c != "region" or COMPOSITE["on"]))
+            + "".join(f"  - {{name: {json.dumps(COL[c])}, type: '{TYPES[c][0]}'}}\n" for c in columns()))
 
 
 def write_config(base: Path, only: set[str]) -> Path:
