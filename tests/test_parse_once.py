@@ -5,6 +5,10 @@ expression on the way; a decoder's parse then ran once per reference (a Debezium
 73 ``from_json`` calls). :func:`sqlcdc.frames.where`
 filters on a computed flag instead. These tests count the parses in the optimized plans of each
 producer's silver and quarantine on a landed random history (``tests/histories.py``).
+
+They also look for the checks of a record gathered by ``filter(array(<check>, ...), x -> x IS NOT
+NULL)``: a higher-order function has no generated code, so Spark ran every check inside it through
+its expression interpreter (:func:`sqlcdc.frames.compact` says what replaced it).
 """
 
 from __future__ import annotations
@@ -52,6 +56,14 @@ def test_where_is_not_pushed_below_the_projection_that_parses(spark):
     assert sorted(r.value for r in ours.collect()) == ["x", '{"a": 2}']
 
 
+def test_compact_keeps_the_values_in_order_without_nulls_and_without_a_lambda(spark):
+    df = spark.createDataFrame([("a", None, "b"), (None, None, None)], "x string, y string, z string")
+    out = df.select(frames.compact([F.col("x"), F.col("y"), F.col("z")]).alias("listed"),
+                    frames.compact(F.array("z", "y", "x")).alias("column"), frames.compact([]).alias("none"))
+    assert [tuple(r) for r in out.collect()] == [(["a", "b"], ["b", "a"], []), ([], [], [])]
+    assert "lambdafunction" not in out._jdf.queryExecution().optimizedPlan().toString()
+
+
 @pytest.fixture(scope="module")
 def landed(spark, tmp_path_factory):
     config, _ = histories.land(tmp_path_factory.mktemp("parse-once"), list(BOUNDS), keys=6, changes=20, seed=3)
@@ -81,4 +93,7 @@ def test_silver_and_quarantine_parse_each_record_a_bounded_number_of_times(spark
                         ("unrouted", decoder.unrouted(bronze, source, [table]))):
         got = _parses(frame)
         assert all(g <= b for g, b in zip(got, bound)), f"{producer} {name}: (from_json, try_parse_json, json_array_length) {got} > {bound}"
+        if name != "unrouted":
+            plan = frame._jdf.queryExecution().optimizedPlan().toString()
+            assert plan.count("filter(array(") == 0, f"{producer} {name}: checks gathered by a higher-order function"
     assert silver.count() > 0  # the history decodes: the plans counted are the ones that produce silver

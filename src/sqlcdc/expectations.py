@@ -145,9 +145,7 @@ def column_rules(table: TableConfig, columns: Iterable[Any]) -> list[Rule]:
 
 def _names(rules: Sequence[Rule], failed: dict[str, Column]) -> Column:
     """array<string> of the names of ``rules`` whose ``failed`` column is true (empty if none)."""
-    if not rules:
-        return F.array().cast("array<string>")
-    return F.filter(F.array(*[F.when(failed[r.name], F.lit(r.name)) for r in rules]), lambda n: n.isNotNull())
+    return frames.compact([F.when(failed[r.name], F.lit(r.name)) for r in rules])
 
 
 def check(changes: DataFrame, table: TableConfig, columns: Iterable[Any]) -> DataFrame:

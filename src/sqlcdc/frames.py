@@ -39,7 +39,7 @@ from typing import Callable, Sequence, TypeVar
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["all_of", "any_of", "let", "union_all", "where"]
+__all__ = ["all_of", "any_of", "compact", "let", "union_all", "where"]
 
 _T = TypeVar("_T")
 
@@ -60,6 +60,24 @@ def let(value: Column, body: Callable[[Column], Column]) -> Column:
     reference, a literal) gains nothing.
     """
     return F.transform(F.array(value), body)[0]
+
+
+def compact(items: Sequence[Column] | Column, element_type: str = "string") -> Column:
+    """``array(*items)`` (or the array column ``items``) without its NULLs (``array<element_type>``),
+    in order, each value once.
+
+    Not ``filter(array(...), x -> x IS NOT NULL)`` (nor ``array_compact``, which Spark rewrites to
+    it): a higher-order function has no generated code, so Spark evaluates its whole argument --
+    here every check of a record -- row by row through the expression interpreter, several times
+    slower, and re-creates a SQL configuration per call on executors. ``array_except(array(...),
+    array(NULL))`` keeps the items in generated code; it also drops repeats, which for the reasons
+    and rule names this builds (each naming its column or rule) never removes a distinct message.
+    """
+    if isinstance(items, Column):
+        return F.array_except(items, F.array(F.lit(None).cast(element_type)))
+    if not items:
+        return F.array().cast(f"array<{element_type}>")
+    return F.array_except(F.array(*items), F.array(F.lit(None).cast(element_type)))
 
 
 def _balanced(items: Sequence[_T], combine: Callable[[_T, _T], _T]) -> _T:

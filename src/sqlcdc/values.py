@@ -454,7 +454,7 @@ def typed_struct(raw_map: Column, columns: list[ColumnSpec], nested: Column | No
                 F.lit(spec.name), F.substring(F.to_json(F.array(raw)), 1, 120), F.lit(spec.encoding))).otherwise(error)
         fields.append(typed.alias(spec.name))
         errors.append(error)
-    return F.struct(*fields), F.filter(F.array(*errors), lambda e: e.isNotNull())
+    return F.struct(*fields), frames.compact(errors)
 
 
 def provided_columns(raw_map: Column, columns: list[ColumnSpec]) -> Column:
@@ -494,7 +494,6 @@ def split_value_errors(errors: Column, columns: list[ColumnSpec], keys: list[str
         return frames.any_of([of(name)(e) for name in warned])
 
     reasons = F.filter(errors, lambda e: ~any_warned(e))
-    names = F.filter(
-        F.array(*[F.when(F.exists(errors, of(n)), F.lit(BAD_VALUE_RULE + n)) for n in warned]), lambda n: n.isNotNull())
+    names = frames.compact([F.when(F.exists(errors, of(n)), F.lit(BAD_VALUE_RULE + n)) for n in warned])
     return reasons, names
 

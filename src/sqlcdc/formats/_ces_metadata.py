@@ -70,7 +70,7 @@ def cols_problem(cols: Column) -> Column:
         *name_problems(names, name_arrays(names), remedy=" or give the table `columns:`"),
         F.when(F.size(bad_types) > 0, F.array_join(bad_types, "; ")),
     )
-    joined = F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; ")
+    joined = F.array_join(problems, "; ")  # array_join skips NULLs
     return F.when(cols.isNotNull(), frames.let(joined, lambda j: F.when(j != "", j)))
 
 
@@ -147,12 +147,12 @@ def _metadata_problems(table: TableConfig, columns: list[ColumnSpec], found: dic
     if first_seen:
         names = F.transform(cols, lambda c: c["name"])
         pos = F.struct(F.col("commit_lsn").alias("lsn"), F.coalesce(F.col("seq_number"), F.lit(0)).cast("bigint").alias("seq"))
-        missing = F.filter(F.array(*[
+        missing = frames.compact([
             F.when(~F.array_contains(names, c.name) & (pos > F.struct(F.lit(first_seen[c.name][0]).alias("lsn"),
                                                                          F.lit(first_seen[c.name][1]).cast("bigint").alias("seq"))),
                    F.lit(c.name))
             for c in columns if c.name in first_seen
-        ]), lambda n: n.isNotNull())
+        ])
         out.append(F.when(cols.isNotNull() & (F.size(missing) > 0), F.format_string(
             "data.eventsource.cols lacks column(s) %s of %s, which earlier events list: the event is not taken "
             "to drop them; dropping a column needs an explicit config change (`columns:` in the table config "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from sqlcdc import lsn, model
+from sqlcdc import frames, lsn, model
 from sqlcdc.config import TableConfig
 from sqlcdc.formats._ct_exports import BINARY_HINT, UNREADABLE, WHOLE_ROW_HINT
 from sqlcdc.formats._ct_names import (
@@ -148,7 +148,7 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
     ops = (1, 2, 4, 5) if net else (1, 2, 3, 4)
     bad_op = (f"{OPERATION} %s is not 1, 2, 4 or 5 (a net-changes export)" if net
               else f"{OPERATION} %s is not 1, 2, 3 or 4")
-    reasons = F.filter(
+    reasons = frames.compact(
         F.concat(
             F.array(
                 F.when(m.isNull() & F.col("_an_object"), F.lit(
@@ -180,8 +180,7 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
             F.array(*[F.when((m[BINARY_HINT].isNotNull() | m[WHOLE_ROW_HINT].isNotNull()) & ~F.map_contains_key(m, c.name),
                              F.lit(f"column {c.name} is not in the file's header or schema")) for c in columns]),
             F.array(*[F.when(m.isNotNull() & F.col("_img")[k].isNull(), F.lit(f"key column {k} is NULL")) for k in keys]),
-        ),
-        lambda r: r.isNotNull(),
+        )
     )
     # a file or CSV line bronze could not read (UNREADABLE): its reason, and nothing read from it
     reasons = F.when(m[UNREADABLE].isNotNull(), F.array(m[UNREADABLE])).otherwise(reasons)
@@ -236,7 +235,7 @@ def lob_provided(columns: list[ColumnSpec], is_update: Column, image: Column, ma
                       F.lit(c.name)) for i, c in enumerate(columns, start=1) if c.lob]
     if not missing:
         return None
-    lobs = F.filter(F.array(*missing), lambda x: x.isNotNull())
+    lobs = frames.compact(missing)
     return F.when(F.size(lobs) > 0, F.array_except(F.array(*[F.lit(c.name) for c in columns]), lobs))
 
 

@@ -49,8 +49,8 @@ def mask_has(mask: Column, ordinal: Column | int, byte_order: ByteOrder) -> Colu
 def mask_names(mask: Column, ordinals: dict[str, int], byte_order: ByteOrder) -> Column:
     """``array<string>`` of the names (of ``ordinals``: name -> 1-based ordinal) whose bit is set,
     in ``ordinals``' order; the mask is normalised once for all of them."""
-    return frames.let(_digits(mask), lambda digits: F.filter(
-        F.array(*[F.when(_has(digits, o, byte_order), F.lit(n)) for n, o in ordinals.items()]), lambda x: x.isNotNull()))
+    return frames.let(_digits(mask), lambda digits: frames.compact(
+        [F.when(_has(digits, o, byte_order), F.lit(n)) for n, o in ordinals.items()]))
 
 
 def mask_ordinals(mask: Column, byte_order: ByteOrder) -> Column:

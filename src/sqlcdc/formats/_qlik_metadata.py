@@ -183,7 +183,7 @@ def _versions_with_problems(tv: DataFrame, fields: tuple[str, ...], qualified: s
         *name_problems(F.col("_names"), {k: F.col(k) for k in ARRAYS}),
         F.when(F.size("_bad_types") > 0, F.array_join("_bad_types", "; ")),
     )
-    problem = F.nullif(F.array_join(F.filter(problems, lambda x: x.isNotNull()), "; "), F.lit(""))
+    problem = F.nullif(F.array_join(problems, "; "), F.lit(""))  # array_join skips NULLs
     catalog = staged.agg(F.collect_list(F.struct(*fields, F.col("_names"), F.col("names"), problem.alias("problem"))).alias("_staged"))
 
     def with_drop(v: Column) -> Column:

@@ -171,7 +171,9 @@ def violations_sql(schema: dict[str, Any], doc: str) -> str:
     if not isinstance(doc, str):
         raise TypeError(f"doc must be the SQL text of a VARIANT (e.g. 'try_parse_json(value)'), not {type(doc).__name__}")
     checks = [f"CASE WHEN NOT coalesce({ok}, true) THEN {_lit(name)} END" for name, ok in _rules(schema, _Node(doc), "$")]
-    found = f"filter(array({', '.join(checks)}), _v -> _v IS NOT NULL)" if checks else "CAST(array() AS array<string>)"
+    # array_except, not filter(...): a higher-order function would run every check in the interpreter
+    found = (f"array_except(array({', '.join(checks)}), array(CAST(NULL AS STRING)))" if checks
+             else "CAST(array() AS array<string>)")
     return f"CASE WHEN {doc} IS NULL THEN array({_lit(NOT_JSON)}) ELSE {found} END"
 
 

@@ -250,8 +250,12 @@ JSON_WHITESPACE = " \t\r\n"
 
 
 def json_trim(text: Column) -> Column:
-    """``text`` without the JSON whitespace at either end."""
-    return F.trim(text, F.lit(JSON_WHITESPACE))
+    """``text`` without the JSON whitespace at either end.
+
+    A record that starts with ``{`` and ends with ``}`` (nearly every landed one) is returned as it
+    is: Spark's ``trim`` with a character set scans the whole text and allocates two arrays of its
+    length on each call (``UTF8String.trimRight``), ~10% of Debezium's silver in a profile."""
+    return F.when(text.startswith("{") & text.endswith("}"), text).otherwise(F.trim(text, F.lit(JSON_WHITESPACE)))
 
 
 def is_blank(text: Column) -> Column:
@@ -396,7 +400,7 @@ def sole_claim(claims: Callable[[TableConfig], Column], table: TableConfig,
 def claimants(claims: Callable[[TableConfig], Column], tables: list[TableConfig]) -> Column:
     """The qualified names of the ``tables`` that claim the record (an array): a source's records
     no table takes are those with other than exactly one (:func:`sole_claim` of each table)."""
-    return F.array_compact(F.array(*[F.when(claims(t), F.lit(t.qualified)) for t in tables]))
+    return frames.compact([F.when(claims(t), F.lit(t.qualified)) for t in tables])
 
 
 def one_json_value(value: Column) -> Column:

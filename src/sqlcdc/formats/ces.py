@@ -335,7 +335,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         F.array(*[_key_disagrees(k) for k in keys if k in by_name]),
         value_reasons,
     )
-    problems = F.filter(problems, lambda p: p.isNotNull())
+    problems = frames.compact(problems)
     ev = ev.select("*", problems.alias("_problems"))
     schema_ok = F.size("_data_violations") == 0
     good = frames.where(ev, schema_ok & (F.size("_problems") == 0), "_good")
@@ -349,13 +349,10 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     # NULL (unknown: old = "{}"); DELETE: NULL.
     changed = F.when(F.col("operation") == "INS", provided).when(
         (F.col("operation") == "UPD") & has_old & has_cur,
-        F.filter(
-            F.array(*[
-                F.when(F.array_contains(F.map_keys(cur), c.name) & ~before[c.name].eqNullSafe(after[c.name]), F.lit(c.name))
-                for c in columns
-            ]),
-            lambda n: n.isNotNull(),
-        ),
+        frames.compact([
+            F.when(F.array_contains(F.map_keys(cur), c.name) & ~before[c.name].eqNullSafe(after[c.name]), F.lit(c.name))
+            for c in columns
+        ]),
     )
     changes = good.select(
         *model.change_row(

@@ -306,9 +306,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
     is_delete = p["op"] == "d"
     image = F.when(is_delete, F.col("_before")).otherwise(F.col("_after"))
     key = F.struct(*[image[k].alias(k) for k in keys])
-    key_nulls = F.filter(
-        F.array(*[F.when(image[k].isNull(), F.lit(k)) for k in keys]), lambda x: x.isNotNull()
-    )
+    key_nulls = frames.compact([F.when(image[k].isNull(), F.lit(k)) for k in keys])
     names = [c.name for c in columns]
     changed = F.when(
         (p["op"] == "u") & p["before"].isNotNull() & p["after"].isNotNull(),
@@ -330,7 +328,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
     missing_image = F.when(
         p["op"].isin("c", "u", "r") & p["after"].isNull(), F.format_string("op '%s' without `after`", p["op"])
     ).when(is_delete & p["before"].isNull(), F.lit("op 'd' without `before`"))
-    reasons = F.filter(
+    reasons = frames.compact(
         F.concat(
             F.array(missing_image),
             _ordering_problems(p["op"], src),
@@ -339,8 +337,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
                 F.substring(src["ts_ms"], 1, 40)))),
             value_reasons,
             F.transform(F.col("_key_nulls"), lambda k: F.format_string("key column %s is NULL", k)),
-        ),
-        lambda r: r.isNotNull(),
+        )
     )
     typed = typed.select("*", reasons.alias("_reasons"))
     good = frames.where(typed, F.size("_reasons") == 0, "_good")

@@ -318,7 +318,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     # the key from the image's key fields, in the same select as the image (one select fewer)
     key_of = {k: F.when(is_delete, F.col("_before")[k]).otherwise(after_values.get(k, F.col("_after0")[k])) for k in keys}
     key = F.struct(*[key_of[k].alias(k) for k in keys]) if keys else F.struct()
-    key_nulls = F.filter(F.array(*[F.when(key_of[k].isNull(), F.lit(k)) for k in keys]), lambda x: x.isNotNull()) if keys else empty
+    key_nulls = frames.compact([F.when(key_of[k].isNull(), F.lit(k)) for k in keys])
     dt = dt.select("*", after_s.alias("_after"), provided_s.alias("_provided_k"), key.alias("_key"), key_nulls.alias("_key_nulls"))
 
     unknown = F.array_except(F.col("_msg_names"), F.flatten(F.transform("_versions", lambda v: v["names"])))
@@ -349,14 +349,13 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             f"headers.timestamp '%s' is not a UTC time within {COMMIT_TIME_RANGE}", F.substring(F.col("_ts"), 1, 60))),
     )
     value_reasons, value_warnings = split_value_errors(F.col("_value_errors"), columns, keys, table.bad_values)
-    reasons = F.filter(
+    reasons = frames.compact(
         F.concat(
             F.array(problem),
             F.when(problem.isNull(), value_reasons).otherwise(empty),
             F.when(problem.isNull(), F.transform("_key_nulls", lambda k: F.format_string(
                 "key column %s is NULL in the %s message", k, F.col("_op")))).otherwise(empty),
-        ),
-        lambda r: r.isNotNull(),
+        )
     )
     dt = dt.select("*", reasons.alias("_reasons"))
     good, bad = frames.where(dt, F.size("_reasons") == 0, "_good"), frames.where(dt, F.size("_reasons") > 0, "_bad")
