@@ -73,11 +73,11 @@ def compact(items: Sequence[Column] | Column, element_type: str = "string") -> C
     array(NULL))`` keeps the items in generated code; it also drops repeats, which for the reasons
     and rule names this builds (each naming its column or rule) never removes a distinct message.
     """
-    if isinstance(items, Column):
-        return F.array_except(items, F.array(F.lit(None).cast(element_type)))
-    if not items:
-        return F.array().cast(f"array<{element_type}>")
-    return F.array_except(F.array(*items), F.array(F.lit(None).cast(element_type)))
+    if not isinstance(items, Column):
+        if not items:
+            return F.array().cast(f"array<{element_type}>")
+        items = F.array(*items)
+    return F.array_except(items, F.array(F.lit(None).cast(element_type)))
 
 
 def _balanced(items: Sequence[_T], combine: Callable[[_T, _T], _T]) -> _T:
