@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sqlcdc import frames
+from sqlcdc import frames, unscaled
 
 ENCODINGS = frozenset(
     {
@@ -242,45 +242,6 @@ def _decimal_problem(raw: Column, spark_type: str) -> Column:
     )
 
 
-def _decimal_from_base64(raw: Column, spark_type: str) -> Column:
-    """Big-endian two's complement bytes (base64) -> unscaled integer -> decimal with the scale.
-
-    Exact: the unscaled integer is built with overflow-checked arithmetic (a negative value from
-    its one's complement, so 16-byte values stay in range), then the decimal point is placed in
-    its text; a value that does not fit ``spark_type`` is NULL, never rounded or raised. Each
-    intermediate (the bytes' hex, the sign, the unscaled text) is bound once (:func:`frames.let`)."""
-    scale = _decimal_scale(spark_type)
-
-    def unscaled(h: Column, negative: Column) -> Column:
-        def step(acc: Column, i: Column) -> Column:
-            byte = F.conv(F.substring(h, i * 2 + 1, 2), 16, 10).cast("int")
-            digit = F.when(negative, F.lit(255) - byte).otherwise(byte)
-            return F.try_add(F.try_multiply(acc, F.lit(256)), digit).try_cast("decimal(38,0)")
-
-        n = F.shiftright(F.length(h), 1)  # bytes (int): the hex holds two digits a byte
-        magnitude = F.aggregate(F.sequence(F.lit(0), F.greatest(n - 1, F.lit(0))),
-                                F.lit(0).cast("decimal(38,0)"), step)
-        signed = frames.let(magnitude, lambda m: F.when(negative, F.try_subtract(F.lit(-1).cast("decimal(38,0)"), m)).otherwise(m))
-        return F.when(n > 0, signed).cast("string")
-
-    def with_point(text: Column) -> Column:
-        if scale == 0:
-            return text
-        sign = F.when(text.startswith("-"), F.lit("-")).otherwise(F.lit(""))
-
-        def place(digits: Column) -> Column:
-            return frames.let(
-                F.when(F.length(digits) > scale, digits).otherwise(F.lpad(digits, scale + 1, "0")),
-                lambda padded: F.concat(sign, F.substring(padded, F.lit(1), F.length(padded) - scale), F.lit("."),
-                                        F.substring(padded, F.length(padded) - scale + 1, scale)))
-
-        return frames.let(F.regexp_replace(text, "^-", ""), place)
-
-    hexed = F.hex(F.try_to_binary(raw, F.lit("base64")))
-    text = frames.let(hexed, lambda h: unscaled(h, F.conv(F.substring(h, 1, 2), 16, 10).cast("int") >= 128))
-    return frames.let(text, with_point).try_cast(spark_type)
-
-
 def _base_type(spark_type: str) -> str:
     return spark_type.strip().lower()
 
@@ -335,7 +296,7 @@ def _convert(raw: Column, spec: ColumnSpec) -> Column:
     if enc == "base64_decimal":
         # decimal.handling.mode=precise gives base64; =string/=double gives plain numbers.
         return F.when(raw.rlike(r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$"), _exact_decimal(raw, t)).otherwise(
-            F.when(raw.rlike(r"^[A-Za-z0-9+/]+={0,2}$"), _decimal_from_base64(raw, t))
+            F.when(raw.rlike(r"^[A-Za-z0-9+/]+={0,2}$"), unscaled.decimal_from_base64(raw, t, _decimal_scale(t)))
         )
     if enc == "epoch_day":
         n = _integral(raw)
