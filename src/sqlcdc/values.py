@@ -419,9 +419,10 @@ def typed_struct(raw_map: Column, columns: list[ColumnSpec], nested: Column | No
 
 
 def provided_columns(raw_map: Column, columns: list[ColumnSpec]) -> Column:
-    """Names of the columns that are keys of ``raw_map`` (present, even if their value is NULL)."""
-    names = F.array(*[F.lit(c.name) for c in columns])
-    return F.filter(names, lambda name: F.array_contains(F.map_keys(raw_map), name))
+    """Names of the columns that are keys of ``raw_map`` (present, even if their value is NULL), in
+    ``columns`` order; empty for a NULL map. One ``map_contains_key`` a column, in generated code
+    (not ``filter`` over the names: a lambda, interpreted row by row)."""
+    return frames.compact([F.when(F.map_contains_key(raw_map, c.name), F.lit(c.name)) for c in columns])
 
 
 #: Prefix of the ``dq_warnings`` rule a table with ``bad_values: warn`` names for a column whose value

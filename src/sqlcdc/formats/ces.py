@@ -104,7 +104,7 @@ from sqlcdc.formats._ces_events import routed, same_records, transaction_marks
 from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
 from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
 from sqlcdc.formats.base import bronze_columns, read_landed_files, read_text_lines
-from sqlcdc.values import ColumnSpec, split_value_errors, typed_struct, typed_value, value_error
+from sqlcdc.values import ColumnSpec, provided_columns, split_value_errors, typed_struct, typed_value, value_error
 
 NAME = "ces"
 STREAMING = False
@@ -343,8 +343,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     is_del = F.col("operation") == "DEL"
     before_c = F.when(has_old, before)
     after_c = F.when(~is_del & has_cur, after)
-    provided = F.when(~is_del, F.filter(F.array(*[F.lit(c.name) for c in columns]),
-                                        lambda n: F.array_contains(F.map_keys(cur), n)))
+    provided = F.when(~is_del, provided_columns(cur, columns))
     # INSERT: every provided column is new; UPDATE: derived when both images are known, else
     # NULL (unknown: old = "{}"); DELETE: NULL.
     changed = F.when(F.col("operation") == "INS", provided).when(

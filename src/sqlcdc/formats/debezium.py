@@ -310,7 +310,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
     names = [c.name for c in columns]
     changed = F.when(
         (p["op"] == "u") & p["before"].isNotNull() & p["after"].isNotNull(),
-        F.filter(F.array(*[F.lit(n) for n in names]), lambda n: ~F.element_at(p["before"], n).eqNullSafe(F.element_at(p["after"], n))),
+        frames.compact([F.when(~p["before"][n].eqNullSafe(p["after"][n]), F.lit(n)) for n in names]),
     ).when(p["op"].isin("c", "r"), F.array(*[F.lit(n) for n in names]))
     serial = F.coalesce(src["event_serial_no"].try_cast("bigint"), F.lit(0))
     ts_ms = _epoch_millis(src["ts_ms"])
