@@ -336,7 +336,8 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
                 f"source.ts_ms '%s' is not a commit time (milliseconds since 1970, within {COMMIT_TIME_RANGE})",
                 F.substring(src["ts_ms"], 1, 40)))),
             value_reasons,
-            F.transform(F.col("_key_nulls"), lambda k: F.format_string("key column %s is NULL", k)),
+            F.array(*[F.when(F.array_contains("_key_nulls", k), F.lit(f"key column {k} is NULL")) for k in keys]
+                    ).cast("array<string>"),
         )
     )
     typed = typed.select("*", reasons.alias("_reasons"))

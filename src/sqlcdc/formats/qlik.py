@@ -353,8 +353,9 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         F.concat(
             F.array(problem),
             F.when(problem.isNull(), value_reasons).otherwise(empty),
-            F.when(problem.isNull(), F.transform("_key_nulls", lambda k: F.format_string(
-                "key column %s is NULL in the %s message", k, F.col("_op")))).otherwise(empty),
+            F.when(problem.isNull(), F.array(*[F.when(F.array_contains("_key_nulls", k), F.format_string(
+                "key column %s is NULL in the %s message", F.lit(k), F.col("_op"))) for k in keys]) if keys else empty
+                   ).otherwise(empty),
         )
     )
     dt = dt.select("*", reasons.alias("_reasons"))
