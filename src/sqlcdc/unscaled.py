@@ -50,8 +50,8 @@ def _with_scale(unscaled_text: Column, spark_type: str, scale: int) -> Column:
 
 
 def _any_length(hexed: Column, spark_type: str, scale: int) -> Column:
-    """The general path: unscaled integer by overflow-checked arithmetic, then the point placed in
-    its text. Each intermediate is bound once (:func:`frames.let`)."""
+    """The general path: unscaled integer by overflow-checked arithmetic, then :func:`_with_scale`.
+    Each intermediate is bound once (:func:`frames.let`)."""
 
     def unscaled(h: Column, negative: Column) -> Column:
         def step(acc: Column, i: Column) -> Column:

@@ -306,7 +306,6 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
     is_delete = p["op"] == "d"
     image = F.when(is_delete, F.col("_before")).otherwise(F.col("_after"))
     key = F.struct(*[image[k].alias(k) for k in keys])
-    key_nulls = frames.compact([F.when(image[k].isNull(), F.lit(k)) for k in keys])
     names = [c.name for c in columns]
     changed = F.when(
         (p["op"] == "u") & p["before"].isNotNull() & p["after"].isNotNull(),
@@ -324,7 +323,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
         before.alias("_before"),
         after.alias("_after"),
         F.concat(before_errors, after_errors).alias("_value_errors"),
-    ).select("*", key.alias("_key"), key_nulls.alias("_key_nulls"))
+    ).select("*", key.alias("_key"))
     missing_image = F.when(
         p["op"].isin("c", "u", "r") & p["after"].isNull(), F.format_string("op '%s' without `after`", p["op"])
     ).when(is_delete & p["before"].isNull(), F.lit("op 'd' without `before`"))
@@ -336,7 +335,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
                 f"source.ts_ms '%s' is not a commit time (milliseconds since 1970, within {COMMIT_TIME_RANGE})",
                 F.substring(src["ts_ms"], 1, 40)))),
             value_reasons,
-            F.array(*[F.when(F.array_contains("_key_nulls", k), F.lit(f"key column {k} is NULL")) for k in keys]
+            F.array(*[F.when(F.col("_key")[k].isNull(), F.lit(f"key column {k} is NULL")) for k in keys]
                     ).cast("array<string>"),
         )
     )

@@ -318,8 +318,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     # the key from the image's key fields, in the same select as the image (one select fewer)
     key_of = {k: F.when(is_delete, F.col("_before")[k]).otherwise(after_values.get(k, F.col("_after0")[k])) for k in keys}
     key = F.struct(*[key_of[k].alias(k) for k in keys]) if keys else F.struct()
-    key_nulls = frames.compact([F.when(key_of[k].isNull(), F.lit(k)) for k in keys])
-    dt = dt.select("*", after_s.alias("_after"), provided_s.alias("_provided_k"), key.alias("_key"), key_nulls.alias("_key_nulls"))
+    dt = dt.select("*", after_s.alias("_after"), provided_s.alias("_provided_k"), key.alias("_key"))
 
     unknown = F.array_except(F.col("_msg_names"), F.flatten(F.transform("_versions", lambda v: v["names"])))
     qualified = f"{table.schema}.{table.table}"
@@ -353,7 +352,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         F.concat(
             F.array(problem),
             F.when(problem.isNull(), value_reasons).otherwise(empty),
-            F.when(problem.isNull(), F.array(*[F.when(F.array_contains("_key_nulls", k), F.format_string(
+            F.when(problem.isNull(), F.array(*[F.when(F.col("_key")[k].isNull(), F.format_string(
                 "key column %s is NULL in the %s message", F.lit(k), F.col("_op"))) for k in keys]) if keys else empty
                    ).otherwise(empty),
         )
