@@ -189,3 +189,25 @@ def test_envelope_schema_is_used_only_where_the_decoder_does_not_validate_itself
 
     assert expectations.envelope_schema(debezium.DECODER) == SCHEMA
     assert expectations.envelope_schema(ces.DECODER) is None
+
+
+def test_the_quarantine_flow_takes_decode_rejects_and_rule_failures_from_one_decode(spark):
+    """The quarantine flow (``pipeline.table_queries``) checks the quarantine rules on the frame the
+    decoder split (``Decoded.split``) instead of a second decode: a record the decoder rejects and a
+    change a rule fails both land there, each with its own reason, and the plan parses the records
+    as often as the decoder's rejects alone."""
+    bronze = bronze_of(spark, snapshot_lines() + bad_lines())
+    decoded = debezium.decode(expectations.valid_envelopes(bronze, debezium.DECODER, SCHEMA), CUSTOMERS, COLUMNS)
+    assert decoded.rows is not None
+    flow = expectations.quarantine_of(decoded, CUSTOMERS, COLUMNS)
+    got = sorted((r.rules, r.reason, r.bronze_file) for r in flow.collect())
+    assert got == [
+        (["decode"], "key column id is NULL", "file:/landing/001-bad.json"),
+        (["email_has_at"], "quarantined by expectation(s): email_has_at (email LIKE '%@%')", "file:/landing/001-bad.json"),
+    ]
+    assert [json.loads(r.raw)["key"]["id"] for r in flow.collect() if r.rules != ["decode"]] == [1006]
+
+    def parses(df):
+        return df._jdf.queryExecution().optimizedPlan().toString().count("from_json(")
+
+    assert parses(flow) == parses(decoded.quarantine) > 0

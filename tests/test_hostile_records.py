@@ -29,6 +29,7 @@ import pytest
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats import base, ces, cdc_ct, debezium, qlik
+from sqlcdc.pipeline import table_queries
 
 from debezium_events import lsn as dbz_lsn
 from test_ces import event as ces_event
@@ -56,13 +57,14 @@ def bronze_of(spark, lines: list[str], file: str):
 
 
 def as_the_pipeline_decodes(bronze, decoder, source, table, columns):
-    """(changes, quarantines) as the pipeline makes them: records a check before any decoder
+    """(silver, quarantines) as the pipeline makes them: records a check before any decoder
     rejects (not UTF-8, a lone surrogate escape: ``base.rejected_before_decoding``) are quarantined
-    there, and the decoder sees the others."""
+    there, and the decoder sees the others through the table's flow queries (silver after the
+    expectations; quarantine: the decoder's rejects and the default rules' failures, one decode)."""
     seen = bronze.where(~base.is_rejected_before_decoding())
-    d = decoder.decode(seen, table, columns)
+    flows = table_queries(decoder, table, columns, lambda: seen)
     rejected = base.rejected_before_decoding(bronze, source.name, source.format)
-    return d.changes, [rejected, d.quarantine, decoder.unrouted(seen, source, [table])]
+    return flows["silver"](), [rejected, flows["quarantine"](), decoder.unrouted(seen, source, [table])]
 
 
 def b64_unscaled(unscaled: int, width: int | None = None) -> str:

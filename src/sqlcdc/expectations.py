@@ -148,12 +148,13 @@ def _names(rules: Sequence[Rule], failed: dict[str, Column]) -> Column:
     return frames.compact([F.when(failed[r.name], F.lit(r.name)) for r in rules])
 
 
-def check(changes: DataFrame, table: TableConfig, columns: Iterable[Any]) -> DataFrame:
+def check(changes: DataFrame, table: TableConfig, columns: Iterable[Any], keep: Sequence[str] = ()) -> DataFrame:
     """Canonical changes -> the same rows with the table's columns at top level (from the image) and,
     per action, ``_dq_<action>``: the names of the rules of that action the row fails.
 
-    ``columns`` are the table's :class:`sqlcdc.values.ColumnSpec` (or names). No analysis of
-    ``changes`` happens here (SDP forbids it inside query functions).
+    ``columns`` are the table's :class:`sqlcdc.values.ColumnSpec` (or names); ``keep``: more columns
+    of ``changes`` to carry along. No analysis of ``changes`` happens here (SDP forbids it inside
+    query functions).
     """
     columns = list(columns)
     rules = rules_for(table, columns)
@@ -162,7 +163,7 @@ def check(changes: DataFrame, table: TableConfig, columns: Iterable[Any]) -> Dat
     names = [getattr(c, "name", c) for c in columns]
     flat = [image[n].alias(n) for n in names if n.lower() not in canonical]
     warned = [F.col(VALUE_WARNINGS_COL)] if table.bad_values == "warn" else []  # the decoder's (bad_values: warn)
-    frame = changes.select(*[F.col(c) for c in model.CHANGE_COLUMNS], *flat, *warned)
+    frame = changes.select(*[F.col(c) for c in model.CHANGE_COLUMNS], *flat, *warned, *[F.col(k) for k in keep])
     failed = {r.name: ~F.coalesce(F.expr(f"({r.constraint})").cast("boolean"), F.lit(True)) for r in rules}
     return frame.select(
         "*", *[_names([r for r in rules if r.action == a], failed).alias(_DQ[a]) for a in ACTIONS]
@@ -206,11 +207,16 @@ def passed(checked: DataFrame, table: TableConfig) -> DataFrame:
 
 
 def _removed(checked: DataFrame, table: TableConfig, action: str, verb: str) -> DataFrame:
+    return checked.select(*_removed_row(table, action, verb))
+
+
+def _removed_row(table: TableConfig, action: str, verb: str) -> list[Column]:
+    """The quarantine-row columns of a checked change that ``action`` rules removed."""
     rules = [r for r in rules_for(table) if r.action == action]
     raw = F.to_json(
         F.struct("change_id", "op", "key", "before", "after", "sequence", "commit_time", "transaction_id")
     )
-    return checked.select(
+    return [
         F.lit(table.source.name).alias("source_name"),
         F.col("source_format").cast("string").alias("source_format"),
         F.col("table_name").cast("string").alias("table_name"),
@@ -220,7 +226,27 @@ def _removed(checked: DataFrame, table: TableConfig, action: str, verb: str) -> 
         F.col("bronze_record_id").cast("string").alias("bronze_record_id"),
         F.col("bronze_file").cast("string").alias("bronze_file"),
         F.col("bronze_ingest_time").cast("timestamp").alias("bronze_ingest_time"),
-    )
+    ]
+
+
+def quarantine_of(decoded: Any, table: TableConfig, columns: Iterable[Any]) -> DataFrame:
+    """A table's quarantine rows: the records its decoder rejected and the changes a ``quarantine``
+    rule failed (:func:`quarantined`), from ONE copy of the decode when the decoder kept its frame
+    (:meth:`sqlcdc.formats.Decoded.split`); else the union of both parts, each a copy of the decode.
+    SDP resolves and plans a flow several times a run, and the decode is most of a flow's plan.
+
+    The decoder's own reject columns (a Python explanation, say) are computed only for the rows
+    that left silver."""
+    columns = list(columns)
+    if decoded.rows is None:
+        return decoded.quarantine.unionByName(quarantined(check(decoded.changes, table, columns), table))
+    src = "_decode"
+    checked = check(decoded.rows.select(F.struct("*").alias(src), *decoded.change), table, columns, keep=(src,))
+    out = frames.where(checked, ~F.col(f"{src}._decoded") | (F.size(_DQ["quarantine"]) > 0), "_dq_out")
+    out = out.select(f"{src}.*", F.struct(*_removed_row(table, "quarantine", "quarantined")).alias("_dq_row"))
+    out = out.select("_decoded", "_dq_row", F.struct(*decoded.rejected).alias("_rejected"))
+    return out.select(*[F.when(~F.col("_decoded"), F.col("_rejected")[n]).otherwise(F.col("_dq_row")[n]).alias(n)
+                        for n in model.QUARANTINE_COLUMNS])
 
 
 def quarantined(checked: DataFrame, table: TableConfig) -> DataFrame:

@@ -218,11 +218,8 @@ def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec],
 
     def quarantine() -> DataFrame:
         # One flow for both parts, not two: SDP resolves every flow into quarantine_<source> again
-        # when any of them starts. (On Spark Connect each part reads bronze as a streaming source
-        # of its own; warehouses of the two-flow layout are refreshed by `sqlcdc run`.)
-        decoded = decoder.decode(bronze(), table, cols)
-        failed = expectations.quarantined(expectations.check(decoded.changes, table, cols), table)
-        return decoded.quarantine.unionByName(failed)
+        # when any of them starts; and one copy of the decode when the decoder keeps its frame.
+        return expectations.quarantine_of(decoder.decode(bronze(), table, cols), table, cols)
 
     def dropped() -> DataFrame:
         if not expectations.drops(table):  # most tables: a filter over bronze, no decode to resolve and plan

@@ -35,21 +35,42 @@ from typing import Any, ClassVar, Iterable, Literal, Mapping
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc import model
+from sqlcdc import frames, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.values import ColumnSpec
 
 __all__ = ["ENTRY_POINT_GROUP", "Decoded", "Decoder", "NotYetDiscovered", "UnknownFormat", "available", "get"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decoded:
-    """What a decoder makes of one table's bronze rows."""
+    """What a decoder makes of one table's bronze rows.
+
+    A decoder whose changes and rejects come from one frame builds this with :meth:`split`, which
+    also keeps that frame: the pipeline's quarantine flow then checks the table's expectations on
+    the same decode instead of a second copy of it (:func:`sqlcdc.expectations.quarantine_of`)."""
 
     changes: DataFrame
     """Canonical change rows (:data:`sqlcdc.model.CHANGE_COLUMNS`)."""
     quarantine: DataFrame
     """Rows that could not become changes (:data:`sqlcdc.model.QUARANTINE_COLUMNS`)."""
+    rows: DataFrame | None = None
+    """Optional (:meth:`split`): every decoded row, with the boolean ``_decoded`` (a change)."""
+    change: tuple[Column, ...] = ()
+    """With ``rows``: the change-row columns over ``rows`` (what ``changes`` selects)."""
+    rejected: tuple[Column, ...] = ()
+    """With ``rows``: the quarantine-row columns over ``rows`` (what ``quarantine`` selects)."""
+
+    @classmethod
+    def split(cls, rows: DataFrame, decoded: Column, change: Iterable[Column], rejected: Iterable[Column]) -> "Decoded":
+        """``rows`` where ``decoded`` is true become ``change`` columns, the others ``rejected`` ones.
+
+        >>> # Decoded.split(typed, F.size("_reasons") == 0, model.change_row(...), model.quarantine_row(...))
+        """
+        rows = rows.select("*", F.coalesce(decoded, F.lit(False)).alias("_decoded"))
+        change, rejected = tuple(change), tuple(rejected)
+        return cls(frames.where(rows, F.col("_decoded"), "_good").select(*change),
+                   frames.where(rows, ~F.col("_decoded"), "_bad").select(*rejected), rows, change, rejected)
 
 
 class UnknownFormat(ValueError):

@@ -338,7 +338,6 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     problems = frames.compact(problems)
     ev = ev.select("*", problems.alias("_problems"))
     schema_ok = F.size("_data_violations") == 0
-    good = frames.where(ev, schema_ok & (F.size("_problems") == 0), "_good")
 
     is_del = F.col("operation") == "DEL"
     before_c = F.when(has_old, before)
@@ -353,27 +352,24 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             for c in columns
         ]),
     )
-    changes = good.select(
-        *model.change_row(
-            change_id=F.col("logicalid"),
-            source_format=NAME,
-            table_name=table.name,
-            op=op,
-            key=F.col("_key"),
-            before=before_c,
-            after=after_c,
-            sequence=lsn.sequence(F.col("commit_lsn"), F.lit(lsn.BEFORE_ALL), F.col("seq_number")),
-            source_database=F.col("src_db"),
-            source_schema=F.col("src_schema"),
-            source_table=F.col("src_table"),
-            provided_columns=provided,
-            changed_columns=changed,
-            commit_time=F.col("commit_ts"),
-            transaction_id=F.col("commit_lsn"),
-            value_warnings=value_warnings,
-        )
+    change = model.change_row(
+        change_id=F.col("logicalid"),
+        source_format=NAME,
+        table_name=table.name,
+        op=op,
+        key=F.col("_key"),
+        before=before_c,
+        after=after_c,
+        sequence=lsn.sequence(F.col("commit_lsn"), F.lit(lsn.BEFORE_ALL), F.col("seq_number")),
+        source_database=F.col("src_db"),
+        source_schema=F.col("src_schema"),
+        source_table=F.col("src_table"),
+        provided_columns=provided,
+        changed_columns=changed,
+        commit_time=F.col("commit_ts"),
+        transaction_id=F.col("commit_lsn"),
+        value_warnings=value_warnings,
     )
-    bad = frames.where(ev, ~schema_ok | (F.size("_problems") > 0), "_bad")
     schema_msg = sc.explain_udf(DATA_SCHEMA)(F.when(~schema_ok, F.col("data")))
     reason = F.when(
         ~schema_ok,
@@ -382,16 +378,13 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     rules = F.when(~schema_ok, F.transform(F.col("_data_violations"), lambda r: F.concat(F.lit("ces-data "), r))).otherwise(
         F.array(F.lit("ces-decode"))
     )
-    quarantine = bad.select(
-        *model.quarantine_row(
-            source_name=source.name,
-            source_format=NAME,
-            reason=F.format_string("event %s (%s.%s): %s", F.col("logicalid"), F.col("src_schema"), F.col("src_table"), reason),
-            table_name=table.name,
-            rules=rules,
-        )
-    )
-    return Decoded(changes=changes, quarantine=quarantine)
+    return Decoded.split(ev, schema_ok & (F.size("_problems") == 0), change, model.quarantine_row(
+        source_name=source.name,
+        source_format=NAME,
+        reason=F.format_string("event %s (%s.%s): %s", F.col("logicalid"), F.col("src_schema"), F.col("src_table"), reason),
+        table_name=table.name,
+        rules=rules,
+    ))
 
 
 # ----------------------------------------------------------------------------- unrouted

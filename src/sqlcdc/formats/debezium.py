@@ -340,11 +340,9 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
         )
     )
     typed = typed.select("*", reasons.alias("_reasons"))
-    good = frames.where(typed, F.size("_reasons") == 0, "_good")
-    bad = frames.where(typed, F.size("_reasons") > 0, "_bad")
-
-    changes = good.select(
-        *model.change_row(
+    return Decoded.split(
+        typed, F.size("_reasons") == 0,
+        model.change_row(
             change_id=change_id,
             source_format=name,
             table_name=table.name,
@@ -364,18 +362,15 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
             commit_time=ts_ms,
             transaction_id=p["transaction"]["id"],
             value_warnings=value_warnings,
-        )
-    )
-    quarantine = bad.select(
-        *model.quarantine_row(
+        ),
+        model.quarantine_row(
             source_name=table.source.name,
             source_format=name,
             table_name=table.name,
             reason=F.array_join(F.col("_reasons"), "; "),
             rules=F.array(F.lit("decode")),
-        )
+        ),
     )
-    return Decoded(changes=changes, quarantine=quarantine)
 
 
 # --- columns --------------------------------------------------------------------------------------

@@ -358,7 +358,6 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         )
     )
     dt = dt.select("*", reasons.alias("_reasons"))
-    good, bad = frames.where(dt, F.size("_reasons") == 0, "_good"), frames.where(dt, F.size("_reasons") > 0, "_bad")
 
     op = F.element_at(F.create_map(*[x for k, v in OPERATIONS.items() for x in (F.lit(k), F.lit(v))]), F.col("_op"))
     is_refresh = F.col("_op") == "REFRESH"
@@ -373,8 +372,9 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         F.lower(F.coalesce(F.col("_table"), F.lit(table.table))), F.col("_op"), F.col("_change_seq"),
         F.col("_counter"), F.col("_tx"), F.to_json(_get(inner, "data")), F.to_json(_get(inner, "beforeData")),
     )
-    changes = good.select(
-        *model.change_row(
+    return Decoded.split(
+        dt, F.size("_reasons") == 0,
+        model.change_row(
             change_id=change_id,
             source_format=NAME,
             table_name=table.name,
@@ -391,15 +391,12 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             commit_time=F.when(~is_refresh, _utc(F.col("_ts"))),
             transaction_id=F.col("_tx"),
             value_warnings=value_warnings,
-        )
-    )
-    quarantine = bad.select(
-        *model.quarantine_row(
+        ),
+        model.quarantine_row(
             source_name=source.name, source_format=NAME, table_name=table.name,
             reason=F.array_join(F.col("_reasons"), "; "), rules=F.array(F.lit("decode")),
-        )
+        ),
     )
-    return Decoded(changes=changes, quarantine=quarantine)
 
 
 # --- columns and keys (pipeline definition time) ----------------------------------------------------
