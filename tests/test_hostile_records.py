@@ -651,6 +651,7 @@ QLIK_CASES = [
     # fuzzing found it: in silver, it made collect()/toPandas() of the whole table raise "year 0 is out of range"
     Case("qlik", "timestamp on 0001-01-01", qk(30, headers={"timestamp": "0001-01-01T00:00:00.000"}),
          "headers.timestamp '0001-01-01T00:00:00.000' is not a UTC time within 0001-01-02..9999-12-30"),
+    Case("qlik", "key NULL in an UPDATE", qk(70, op="UPDATE", ID=None), "key column ID is NULL in the UPDATE message"),
     # values
     Case("qlik", "numeric with excess scale", qk(40, BAL="10.005"),
          'column BAL: cannot read ["10.005"] as decimal(10,2) (text): more than 2 digits after the decimal point'),

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -459,3 +460,19 @@ def split_value_errors(errors: Column, columns: list[ColumnSpec], keys: list[str
     names = frames.compact([F.when(F.exists(errors, of(n)), F.lit(BAD_VALUE_RULE + n)) for n in warned])
     return reasons, names
 
+
+
+def null_key_reasons(key: Column, keys: Sequence[str], *, where: Column | None = None,
+                     suffix: Column | None = None) -> Column:
+    """array<string> (NULL entries to compact): ``key column <k> is NULL`` for each field ``k`` of
+    the struct ``key`` that is NULL (and ``where`` holds), followed by ``suffix`` when given: one
+    wording of the reason every decoder gives a change it cannot apply to a key.
+
+    >>> # null_key_reasons(F.col("_key"), ["id"]) -> ["key column id is NULL"] for a NULL id
+    """
+    def reason(k: str) -> Column:
+        text = F.lit(f"key column {k} is NULL")
+        return F.when(key[k].isNull() if where is None else where & key[k].isNull(),
+                      text if suffix is None else F.concat(text, suffix))
+
+    return F.array(*[reason(k) for k in keys]).cast("array<string>")

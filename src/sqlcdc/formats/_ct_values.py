@@ -27,7 +27,7 @@ from sqlcdc.formats._ct_names import (
 )
 from sqlcdc.formats._masks import mask_has, mask_names
 from sqlcdc.formats.base import nested_keys_in, one_json_value
-from sqlcdc.values import COMMIT_TIME_RANGE, VALUE_WARNINGS_COL, ColumnSpec, commit_time, split_value_errors, typed_struct
+from sqlcdc.values import COMMIT_TIME_RANGE, VALUE_WARNINGS_COL, ColumnSpec, commit_time, null_key_reasons, split_value_errors, typed_struct
 
 __all__ = ["binary_hex", "changed_from_mask", "lsn_text"]
 
@@ -179,7 +179,7 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
             # a CSV/Parquet file without a configured column: its value was not exported, never NULL
             F.array(*[F.when((m[BINARY_HINT].isNotNull() | m[WHOLE_ROW_HINT].isNotNull()) & ~F.map_contains_key(m, c.name),
                              F.lit(f"column {c.name} is not in the file's header or schema")) for c in columns]),
-            F.array(*[F.when(m.isNotNull() & F.col("_img")[k].isNull(), F.lit(f"key column {k} is NULL")) for k in keys]),
+            null_key_reasons(F.col("_img"), keys, where=m.isNotNull()),
         )
     )
     # a file or CSV line bronze could not read (UNREADABLE): its reason, and nothing read from it

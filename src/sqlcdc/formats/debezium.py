@@ -62,7 +62,7 @@ from sqlcdc.formats import Decoded, Decoder, _debezium_tx
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
 from sqlcdc.formats.base import (claimants, json_trim, nested_keys_in, one_json_value, read_text_lines, record_id,
                                  sole_claim)
-from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, commit_time_in_range, provided_columns, split_value_errors, typed_struct
+from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, commit_time_in_range, null_key_reasons, provided_columns, split_value_errors, typed_struct
 
 NAME = "debezium"
 STREAMING = True
@@ -335,8 +335,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
                 f"source.ts_ms '%s' is not a commit time (milliseconds since 1970, within {COMMIT_TIME_RANGE})",
                 F.substring(src["ts_ms"], 1, 40)))),
             value_reasons,
-            F.array(*[F.when(F.col("_key")[k].isNull(), F.lit(f"key column {k} is NULL")) for k in keys]
-                    ).cast("array<string>"),
+            null_key_reasons(F.col("_key"), keys),
         )
     )
     typed = typed.select("*", reasons.alias("_reasons"))

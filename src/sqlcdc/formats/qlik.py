@@ -140,7 +140,7 @@ from sqlcdc.formats._qlik_metadata import (
 )
 from sqlcdc.formats._qlik_types import spec_for
 from sqlcdc.formats.base import claimants, read_text_lines, record_id
-from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, provided_columns, split_value_errors, typed_struct
+from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, null_key_reasons, provided_columns, split_value_errors, typed_struct
 
 # Re-exported: the decoder is split into the private modules _qlik_*; these stay ``qlik.<name>``.
 from sqlcdc.formats._qlik_data import SEQUENCE_WIDTH  # noqa: F401
@@ -352,9 +352,8 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         F.concat(
             F.array(problem),
             F.when(problem.isNull(), value_reasons).otherwise(empty),
-            F.when(problem.isNull(), F.array(*[F.when(F.col("_key")[k].isNull(), F.format_string(
-                "key column %s is NULL in the %s message", F.lit(k), F.col("_op"))) for k in keys]) if keys else empty
-                   ).otherwise(empty),
+            F.when(problem.isNull(), null_key_reasons(F.col("_key"), keys, suffix=F.format_string(
+                " in the %s message", F.col("_op")))).otherwise(empty),
         )
     )
     dt = dt.select("*", reasons.alias("_reasons"))
