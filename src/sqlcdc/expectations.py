@@ -65,7 +65,7 @@ from sqlcdc.names import literal, quote
 from sqlcdc.values import BAD_VALUE_RULE, VALUE_WARNINGS_COL, ColumnSpec
 
 if TYPE_CHECKING:
-    from sqlcdc.formats import Decoder
+    from sqlcdc.formats import Decoded, Decoder
 
 ACTIONS = ("warn", "drop", "fail", "quarantine")
 WARNINGS_COL = "dq_warnings"
@@ -229,7 +229,7 @@ def _removed_row(table: TableConfig, action: str, verb: str) -> list[Column]:
     ]
 
 
-def quarantine_of(decoded: Any, table: TableConfig, columns: Iterable[Any]) -> DataFrame:
+def quarantine_of(decoded: Decoded, table: TableConfig, columns: Iterable[Any]) -> DataFrame:
     """A table's quarantine rows: the records its decoder rejected and the changes a ``quarantine``
     rule failed (:func:`quarantined`), from ONE copy of the decode when the decoder kept its frame
     (:meth:`sqlcdc.formats.Decoded.split`); else the union of both parts, each a copy of the decode.
