@@ -1,8 +1,8 @@
-"""Where a real `sqlcdc run` spends its CPU: Java Flight Recorder on the Spark Connect server.
+"""Where a real `sqlcdc run` spends its CPU: Java Flight Recorder on the run's Spark.
 
 Runs ``sqlcdc run`` on a config (default: the demo's), attaches JFR (``jcmd <pid> JFR.start``) to the
-JVM that serves the pipeline (the ``SparkSubmit`` child that hosts Spark Connect and SDP's graph
-execution) as soon as it appears, dumps the recording every few seconds while the run lasts, and
+run's one JVM (``sqlcdc run``'s own Spark, app ``sqlcdc-run``: it hosts the Spark Connect server and
+SDP's graph execution, then applies gold) as soon as it appears, dumps the recording every few seconds while the run lasts, and
 prints the execution samples grouped by the frames that matter for this project:
 
 - SDP's graph resolution (``DataflowGraph.resolve``), and the part of it run again as each flow
@@ -51,10 +51,11 @@ GROUPS = {
 
 
 def server_pid(run: subprocess.Popen, timeout: float = 120) -> int | None:
-    """The pid of the JVM hosting Spark Connect for this run (``SparkSubmit`` with the Connect plugin)."""
+    """The pid of this run's JVM: ``sqlcdc run``'s own Spark (app ``sqlcdc-run``), which serves the
+    pipeline over Spark Connect and then applies gold."""
     end = time.monotonic() + timeout
     while time.monotonic() < end and run.poll() is None:
-        out = subprocess.run(["pgrep", "-f", "SparkConnectPlugin"], capture_output=True, text=True).stdout.split()
+        out = subprocess.run(["pgrep", "-f", "spark.app.name=sqlcdc-run"], capture_output=True, text=True).stdout.split()
         if out:
             return int(out[0])
         time.sleep(0.2)
@@ -71,7 +72,7 @@ def record(config: str, warehouse: Path, jfr_file: Path) -> str:
         pid = server_pid(run)
         if pid is None:
             run.kill()
-            raise SystemExit("profile_run: no Spark Connect server appeared (is another local run holding port 15002?)")
+            raise SystemExit("profile_run: the run's JVM (app sqlcdc-run) did not appear")
         subprocess.run(["jcmd", str(pid), "JFR.start", "name=sqlcdc", "settings=profile"], capture_output=True,
                        check=True)
         while run.poll() is None:  # the server ends with the run: keep the latest dump
@@ -90,7 +91,7 @@ def samples(jfr_file: Path) -> list[list[str]]:
 def report(stacks: list[list[str]], top: int) -> None:
     stacks = [s for s in stacks if s]
     n = len(stacks)
-    print(f"\n{n} CPU samples of the Spark Connect server (JFR, ~20 ms apart per busy thread)")
+    print(f"\n{n} CPU samples of the run's Spark (JFR, ~20 ms apart per busy thread)")
     print(f"{'where (a sample counts once per group that is on its stack)':<62} {'samples':>8} {'share':>6}")
     for label, prefix in GROUPS.items():
         k = sum(1 for s in stacks if any(f.startswith(prefix) for f in s))

@@ -39,9 +39,9 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile``, with every file of :data:`PIPELINE_FILES` in ONE unit of work.
 
-    Local `sqlcdc run`s queue on Spark Connect's fixed port (one at a time per machine), so e2e files
-    on both workers would leave one of them waiting: they all go to one worker, first (they take
-    minutes each), while the other works through the unit files. A file never spans workers, so its
+    A real `sqlcdc run` keeps both cores busy for minutes, so e2e files on both workers would only
+    slow each other: they all go to one worker, first (they take minutes each), while the other
+    works through the unit files. A file never spans workers, so its
     module- and session-scoped fixtures (the Kafka broker, decoded frames) are built once. (xdist's
     ``loadgroup`` would do this with ``xdist_group`` marks, but under pytest 9 it does not group.)"""
     if config.getvalue("dist") != "loadfile":

@@ -233,24 +233,9 @@ def test_at_least_once_duplicates_do_not_change_gold(spark, broker):
 # --- real `sqlcdc run` -----------------------------------------------------------------------------
 
 
-def connect_port_free() -> bool:
-    """True when no other local `spark-pipelines run` holds Spark Connect's port (15002, fixed in
-    pyspark 4.2's local mode): two runs on one machine collide there, so a test waits its turn."""
-    import socket
-
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("0.0.0.0", 15002))
-        except OSError:
-            return False
-    return True
-
-
 def sqlcdc_run(config: Path, warehouse: Path) -> subprocess.CompletedProcess:
-    wait_until(connect_port_free, 1200, "Spark Connect's port 15002 to be free")
     return subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary"],
-                          capture_output=True, text=True, timeout=2400)  # may queue behind another local run
+                          capture_output=True, text=True, timeout=2400)
 
 
 def delta(spark, warehouse: Path, name: str):
@@ -319,7 +304,6 @@ def test_every_producer_via_kafka_gives_the_same_gold_as_via_files_even_after_a_
     config = base / "pipeline.yml"
     wh = tmp_path / "warehouse"
     log = (tmp_path / "first-run.log").open("w")
-    wait_until(connect_port_free, 1200, "Spark Connect's port 15002 to be free")
     first = subprocess.Popen([SQLCDC, "run", "--config", str(config), "--warehouse", str(wh), "--no-summary"],
                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -137,6 +137,8 @@ def test_a_failed_pipeline_run_exits_1_naming_the_log(monkeypatch, tmp_path, cap
     (tmp_path / "in").mkdir()
     (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: debezium\n    landing: in\n")
     monkeypatch.setattr(run_cmd, "run_pipeline", lambda *a, **k: 137)
+    stopped = []
+    monkeypatch.setattr(run_cmd, "_engine", lambda wh: type("E", (), {"stop": lambda self: stopped.append(wh)})())
     monkeypatch.setattr(runtime, "fetch_jars", lambda **k: [])
     assert cli_main(["run", "--config", str(tmp_path / "pipeline.yml"), "--warehouse", str(tmp_path / "wh")]) == 1
     assert capsys.readouterr().err == (
@@ -145,4 +147,5 @@ def test_a_failed_pipeline_run_exits_1_naming_the_log(monkeypatch, tmp_path, cap
     from sqlcdc import run_log
 
     assert [r["exit"] for r in run_log.runs(run_log.path(tmp_path / "wh"))] == [1]  # the run log says so too
+    assert stopped == [(tmp_path / "wh").resolve()]  # the run's Spark is stopped, failed or not
     assert cli_main(["run", "--config", str(tmp_path / "nope.yml")]) == 2

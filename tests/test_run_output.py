@@ -136,3 +136,32 @@ def test_a_failed_run_shows_each_config_problem_not_just_the_count(tmp_path, cap
             "    - tables/customers.yml:1: columns: add `columns:` to the table config\n"
             "    - tables/orders.yml:3: keys: required\n") in err
     assert "org.apache.spark.Something" not in err
+
+
+def test_flow_lines_take_the_rows_read_from_the_servers_log(tmp_path, capsys):
+    """`sqlcdc run`'s Spark serves the pipeline: each flow's progress is in that JVM's log file,
+    not in the client's output. `_run` reads on from where the file ended (an earlier run's event
+    and a line still being written are not taken) and the full log holds both sides."""
+    from sqlcdc.cli.run import _run
+
+    spark_log = tmp_path / "spark.log"
+    spark_log.write_text("\n".join(_progress_event("bronze_old", "q-old", 99)) + "\n")  # before this run
+    script = tmp_path / "client.py"
+    event = "\n".join(_progress_event("bronze_erp", "q-erp", 21)) + "\n"
+    script.write_text(
+        "import pathlib, sys\n"
+        "print('2026-11-24 18:29:40: Flow spark_catalog.default.bronze_erp is STARTING.', flush=True)\n"
+        f"with pathlib.Path({str(spark_log)!r}).open('a') as log:\n"
+        f"    log.write({event!r})\n"
+        "    log.write('18:29:51 WARN Half: a line still being')\n"
+        "print('2026-11-24 18:29:52: Flow spark_catalog.default.bronze_erp has COMPLETED.', flush=True)\n")
+    (tmp_path / "state").mkdir()
+    spec = tmp_path / "state" / "spark-pipeline.yml"
+    spec.write_text("")
+    full = tmp_path / "last-run.log"
+    assert _run([sys.executable, str(script)], None, spec, full, False, quiet=False, spark_log=spark_log) == 0
+    out = capsys.readouterr().out
+    assert "  flow bronze_erp                     completed   12s  read 21, wrote 0\n" in out
+    kept = full.read_text()
+    assert '"id": "q-erp"' in kept and "q-old" not in kept and "Half" not in kept
+    assert kept.index("Streaming query made progress") < kept.index("bronze_erp has COMPLETED")

@@ -6,8 +6,8 @@ columns from the data, so the silver ``before``/``after`` structs can gain field
 the next. Local SDP (Spark 4.2) alters an existing materialized view's schema in place, and Delta
 refuses to change the fields of a struct column (``DELTA_CANNOT_UPDATE_STRUCT_FIELD``); SDP also
 refuses ``DROP TABLE`` while the pipeline is being defined. So the definitions only *record* the
-reshaped views in a marker file and stop; ``sqlcdc run`` drops them in a child process (the
-embedded metastore admits one JVM at a time) and runs again. The views are recomputed from bronze
+reshaped views in a marker file and stop; ``sqlcdc run`` drops them in its own Spark, the one
+the pipeline's Spark Connect server runs in, and runs again. The views are recomputed from bronze
 on every run anyway, so dropping them loses nothing.
 
 Example (what ``sqlcdc run`` does)::
@@ -15,17 +15,18 @@ Example (what ``sqlcdc run`` does)::
     code = run_pipeline(...)
     names = reshape.recorded(marker)
     if code != 0 and names:
-        reshape.drop_in_child(warehouse, names)
+        reshape.drop(spark, names)
         code = run_pipeline(...)
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MARKER_CONF = "sqlcdc.reshaped_marker"
 """Spark conf (set in the generated spec) naming the marker file of the current run."""
@@ -83,24 +84,10 @@ def recorded(marker: str | Path) -> list[tuple[list[str], str]]:
     return [(e["tables"], e["reason"]) for e in map(json.loads, path.read_text().splitlines()) if e]
 
 
-def drop_in_child(warehouse: str | Path, names: Sequence[str]) -> None:
-    """Drop ``names`` from the warehouse's metastore, in a child Python (its JVM exits after)."""
-    cmd = [sys.executable, "-m", "sqlcdc.reshape", str(warehouse), *names]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"dropping {', '.join(names)} failed:\n{res.stderr[-3000:]}")
+def drop(spark: SparkSession, names: Sequence[str]) -> None:
+    """Drop ``names`` from the warehouse's metastore, in the run's Spark (the one JVM that holds
+    the embedded metastore), between two ``spark-pipelines`` runs."""
+    for name in names:
+        spark.sql(f"DROP TABLE IF EXISTS `{name}`")
 
 
-def _drop(warehouse: str, names: Sequence[str]) -> None:
-    from sqlcdc.runtime import local_spark
-
-    spark = local_spark(warehouse, app_name="sqlcdc-reshape")
-    try:
-        for name in names:
-            spark.sql(f"DROP TABLE IF EXISTS `{name}`")
-    finally:
-        spark.stop()
-
-
-if __name__ == "__main__":  # pragma: no cover - run by drop_in_child
-    _drop(sys.argv[1], sys.argv[2:])

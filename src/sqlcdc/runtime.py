@@ -94,27 +94,42 @@ def local_spark(
     return builder.getOrCreate()
 
 
-def write_spark_defaults(conf_dir: Path, conf: Mapping[str, str], *, flow_progress: bool = False) -> Path:
-    """Write ``spark-defaults.conf`` into ``conf_dir`` (used as SPARK_CONF_DIR for SDP runs).
-    ``flow_progress``: also log Spark's per-batch streaming progress (the rows each flow read, which
-    ``sqlcdc run`` shows); only for the pipeline's own log, never for a console session."""
+def write_spark_defaults(conf_dir: Path, conf: Mapping[str, str], *, log_file: Path | None = None) -> Path:
+    """Write ``spark-defaults.conf`` and ``log4j2.properties`` into ``conf_dir`` (a SPARK_CONF_DIR).
+
+    Without ``log_file`` Spark logs warnings to the console. With it (the JVM of ``sqlcdc run``),
+    Spark logs into that file instead, and with its warnings the per-batch progress of every
+    streaming flow (the rows each flow read, which ``sqlcdc run`` shows from that file)."""
     conf_dir.mkdir(parents=True, exist_ok=True)
     path = conf_dir / "spark-defaults.conf"
     lines = [f"{k} {v}" for k, v in conf.items()]
     path.write_text("# written by sqlcdc.runtime for `spark-pipelines run`\n" + "\n".join(lines) + "\n")
     # Spark's own log4j defaults print every INFO line; keep the run's console readable.
-    (conf_dir / "log4j2.properties").write_text(_LOG4J + (_FLOW_PROGRESS if flow_progress else ""))
+    if log_file is None:
+        text = _LOG4J.format(appender=_CONSOLE)
+    else:
+        text = _LOG4J.format(appender=_FILE.format(path=log_file)) + _FLOW_PROGRESS
+    (conf_dir / "log4j2.properties").write_text(text)
     return path
 
 
+_CONSOLE = """\
+appender.out.type = Console
+appender.out.target = SYSTEM_ERR
+"""
+# Appended, never truncated: the file outlives a run's JVM, and ``sqlcdc run`` reads on from its end.
+_FILE = """\
+appender.out.type = File
+appender.out.fileName = {path}
+appender.out.append = true
+"""
+
 _LOG4J = """\
 rootLogger.level = warn
-rootLogger.appenderRef.stdout.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+rootLogger.appenderRef.out.ref = out
+{appender}appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n
 logger.parquet.name = org.apache.parquet
 logger.parquet.level = error
 logger.hive.name = org.apache.hadoop.hive

@@ -17,15 +17,15 @@ landing folders.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -35,6 +35,9 @@ from sqlcdc.cli import unchanged
 from sqlcdc.cli.progress import PROGRESS_LINE, RunProgress
 from sqlcdc.config import ConfigError, PipelineConfig, load_pipeline
 from sqlcdc.formats.base import STATE_DIR_ENV
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 NAME = "run"
 HELP = "Run the pipeline locally (bronze -> silver -> gold) and print rows per table."
@@ -63,20 +66,21 @@ def main(args) -> int:
         return 2
     started = time.monotonic()
     run_at = run_log.start(warehouse)  # dq_metrics counts every source's records of this run as one run
-    code = run_pipeline(cfg, warehouse, full_refresh=args.full_refresh, quiet=args.quiet)
-    if code != 0:  # the pipeline failed (its log says why): 1, whatever spark-pipelines exited with
-        print(f"sqlcdc run: the pipeline failed (spark-pipelines exit code {code}); full log: "
-              f"{warehouse / '_sqlcdc' / 'last-run.log'}", file=sys.stderr)
-        run_log.finish(warehouse, run_at, 1)
-        return 1
-    spark = _session(warehouse)
+    spec_path, env = prepare(cfg, warehouse)
+    engine = _engine(warehouse)
     try:
-        # Gold after the pipeline: each table's new silver changes, merged (sqlcdc.gold).
+        code = run_pipeline(cfg, warehouse, engine, spec_path, env, full_refresh=args.full_refresh, quiet=args.quiet)
+        if code != 0:  # the pipeline failed (its log says why): 1, whatever spark-pipelines exited with
+            print(f"sqlcdc run: the pipeline failed (spark-pipelines exit code {code}); full log: "
+                  f"{warehouse / '_sqlcdc' / 'last-run.log'}", file=sys.stderr)
+            run_log.finish(warehouse, run_at, 1)
+            return 1
+        # Gold after the pipeline, in the same (warm) JVM: each table's new silver changes, merged.
         if not args.quiet:
             print("sqlcdc run: applying new changes to gold", flush=True)
         echo = None if args.quiet else (lambda line: print("  gold: " + line, flush=True))
         try:
-            gold.apply_all(spark, cfg, warehouse, full_refresh=args.full_refresh, echo=echo, run_time=run_at)
+            gold.apply_all(engine.spark, cfg, warehouse, full_refresh=args.full_refresh, echo=echo, run_time=run_at)
         except ConfigError as e:
             print(f"sqlcdc run: gold: {e}", file=sys.stderr)
             run_log.finish(warehouse, run_at, 2)
@@ -88,33 +92,73 @@ def main(args) -> int:
             return 0
         from sqlcdc.summary import print_summary
 
-        found = print_summary(cfg, warehouse, spark)
+        found = print_summary(cfg, warehouse, engine.spark)
         code = 0 if all(b.ok for b in found) else 3
         run_log.finish(warehouse, run_at, code, found)
         return code
     finally:
-        spark.stop()
+        engine.stop()
 
 
-def _session(warehouse: Path):
-    """The in-process Spark session that applies gold and counts rows: the run's settings (Delta,
-    the warehouse's metastore, quiet logs: the JVM reads SPARK_CONF_DIR when it starts)."""
+@dataclass(frozen=True)
+class Engine:
+    """The one Spark of a ``sqlcdc run``, in this process: it serves ``spark-pipelines`` over Spark
+    Connect (``remote``), then applies gold and counts rows, already warm. ``log``: its log file,
+    which the run reads on from where it ended (:func:`_run`)."""
+
+    spark: SparkSession
+    remote: str
+    log: Path
+
+    def service(self):
+        """The JVM's Spark Connect service (the Scala object)."""
+        package = self.spark._jvm.org.apache.spark.sql.connect.service
+        return getattr(getattr(package, "SparkConnectService$"), "MODULE$")
+
+    def stop_serving(self) -> None:
+        """Stop the Spark Connect server (no client is left once the pipeline ended)."""
+        service = self.service()
+        if service.started() and not service.stopped():
+            service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())
+
+    def stop(self) -> None:
+        self.stop_serving()
+        self.spark.stop()
+
+
+def _engine(warehouse: Path) -> Engine:
+    """Start the run's Spark (the settings :func:`prepare` wrote) and its Spark Connect server on a
+    free local port.
+
+    ``spark-pipelines`` alone would start its own JVM and server, on the fixed port 15002, and gold
+    would then need a second JVM, cold: its first tables paid ~30 s of class loading and JIT
+    (docs/testing.md). One JVM serves both, and runs on one machine no longer queue for a port."""
     from sqlcdc.runtime import local_spark
 
-    os.environ["SPARK_CONF_DIR"] = str(warehouse / "_sqlcdc" / "conf")
-    spark = local_spark(warehouse, app_name="sqlcdc-gold")
-    spark.sparkContext.setLogLevel("ERROR")  # progress and summary are the output, not Spark's warnings
-    return spark
+    state = warehouse / "_sqlcdc"
+    os.environ["SPARK_CONF_DIR"] = str(state / "conf-run")  # read once, when the JVM starts
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers of the pipeline's queries
+    os.environ[STATE_DIR_ENV] = str(state)
+    spark = local_spark(warehouse, app_name="sqlcdc-run", extra=_SERVER_CONF)
+    engine = Engine(spark, "", state / "spark.log")
+    service = engine.service()
+    service.start(spark._jsc.sc())
+    return Engine(spark, f"sc://127.0.0.1:{service.localPort()}", engine.log)
+
+
+#: The run's Spark Connect server: local clients only, on a port the OS picks.
+_SERVER_CONF = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": "0"}
 
 
 def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]:
-    """Write the spec and Spark settings for a run into ``warehouse/_sqlcdc``; return (spec, env)."""
+    """Write the spec and Spark settings for a run into ``warehouse/_sqlcdc``; return (spec, env)
+    of ``spark-pipelines``, the client of the run's Spark (:func:`_engine`)."""
     state = warehouse / "_sqlcdc"
     state.mkdir(parents=True, exist_ok=True)
     conf = {**runtime.DELTA_CONF, **runtime.SMALL_MACHINE_CONF, **runtime.warehouse_conf(warehouse)}
-    runtime.write_spark_defaults(state / "conf", conf)  # sqlcdc's own sessions (gold, dashboard): quiet
-    # spark-pipelines: the same settings, and the streaming progress its flow lines read from the log
-    runtime.write_spark_defaults(state / "conf-pipeline", conf, flow_progress=True)
+    runtime.write_spark_defaults(state / "conf", conf)  # other sessions on the warehouse (dashboard): quiet
+    # the run's own JVM: its log in a file, with the streaming progress its flow lines read
+    runtime.write_spark_defaults(state / "conf-run", conf, log_file=state / "spark.log")
     rel = os.path.relpath(PIPELINES_DIR, state)
     spec = {
         "name": cfg.name,
@@ -133,7 +177,7 @@ def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]
     bin_dir = str(Path(sys.executable).parent)
     env = {
         **os.environ,
-        "SPARK_CONF_DIR": str(state / "conf-pipeline"),
+        "SPARK_CONF_DIR": str(state / "conf"),
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
@@ -145,46 +189,47 @@ def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]
 
 
 def run_pipeline(
-    cfg: PipelineConfig, warehouse: Path, *, full_refresh: bool = False, quiet: bool = False,
+    cfg: PipelineConfig, warehouse: Path, engine: Engine, spec_path: Path, env: dict[str, str], *,
+    full_refresh: bool = False, quiet: bool = False,
 ) -> int:
-    """Run ``spark-pipelines run`` for ``cfg``; stream its progress lines; keep the full log."""
-    spec_path, env = prepare(cfg, warehouse)
-    cmd = [str(Path(sys.executable).parent / "spark-pipelines"), "run", "--spec", str(spec_path)]
+    """Run ``spark-pipelines run`` for ``cfg`` against ``engine``; stream its progress lines; keep
+    the full log."""
+    cmd = [str(Path(sys.executable).parent / "spark-pipelines"), "--remote", engine.remote, "run", "--spec", str(spec_path)]
     if full_refresh:
         cmd.append("--full-refresh-all")
     earlier = earlier_flow_layout(cfg, warehouse)
     log_path = spec_path.parent / "last-run.log"
     marker = reshape_marker(warehouse)
-    with _connect_port_lock(quiet):
-        planned = unchanged.plan(cfg, warehouse)
-        unchanged.forget(warehouse)  # a run that fails may leave any table half-written: the next refreshes all
-        if planned.refresh is not None and not (full_refresh or earlier):
-            print(f"sqlcdc run: nothing new for {', '.join(planned.left_out)} since the last run: their tables are "
-                  "left as they are", flush=True)
-            cmd += ["--refresh", ",".join(planned.refresh)]
-        if earlier and not full_refresh:
-            # A selective refresh runs only the tables it names, so it is a run of its own first.
-            names = sorted({d.parent.name for d in earlier})
-            print(f"sqlcdc run: {', '.join(names)} written by an earlier sqlcdc (flows since merged): "
-                  "recomputing from bronze first", flush=True)
-            code = _run(cmd + ["--full-refresh", ",".join(names)], env, spec_path, log_path, True, quiet)
-            if code != 0:
-                return code
-        for stale in earlier:  # refreshed above, or with everything below: their flows start afresh
-            shutil.rmtree(stale, ignore_errors=True)
+    planned = unchanged.plan(cfg, warehouse)
+    unchanged.forget(warehouse)  # a run that fails may leave any table half-written: the next refreshes all
+    if planned.refresh is not None and not (full_refresh or earlier):
+        print(f"sqlcdc run: nothing new for {', '.join(planned.left_out)} since the last run: their tables are "
+              "left as they are", flush=True)
+        cmd += ["--refresh", ",".join(planned.refresh)]
+    if earlier and not full_refresh:
+        # A selective refresh runs only the tables it names, so it is a run of its own first.
+        names = sorted({d.parent.name for d in earlier})
+        print(f"sqlcdc run: {', '.join(names)} written by an earlier sqlcdc (flows since merged): "
+              "recomputing from bronze first", flush=True)
+        code = _run(cmd + ["--full-refresh", ",".join(names)], env, spec_path, log_path, True, quiet, engine.log)
+        if code != 0:
+            return code
+    for stale in earlier:  # refreshed above, or with everything below: their flows start afresh
+        shutil.rmtree(stale, ignore_errors=True)
+    marker.unlink(missing_ok=True)
+    code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, engine.log, marker=marker)
+    rebuilt = reshape.recorded(marker)
+    if code != 0 and rebuilt:
+        names = sorted({n for tables, _ in rebuilt for n in tables})
+        for _, reason in rebuilt:
+            print(f"sqlcdc run: {reason}: rebuilding {', '.join(names)}", flush=True)
+        reshape.drop(engine.spark, names)
         marker.unlink(missing_ok=True)
-        code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, marker=marker)
-        rebuilt = reshape.recorded(marker)
-        if code != 0 and rebuilt:
-            names = sorted({n for tables, _ in rebuilt for n in tables})
-            for _, reason in rebuilt:
-                print(f"sqlcdc run: {reason}: rebuilding {', '.join(names)}", flush=True)
-            reshape.drop_in_child(warehouse, names)
-            marker.unlink(missing_ok=True)
-            code = _run(cmd, env, spec_path, log_path, full_refresh, quiet)
-        if code == 0:
-            unchanged.record(warehouse, planned.fingerprints)
-        return code
+        code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, engine.log)
+    engine.stop_serving()
+    if code == 0:
+        unchanged.record(warehouse, planned.fingerprints)
+    return code
 
 
 #: Flows into a streaming source's quarantine table that sqlcdc no longer declares: each table's
@@ -211,79 +256,47 @@ def reshape_marker(warehouse: Path) -> Path:
     return warehouse / "_sqlcdc" / "reshaped.jsonl"
 
 
-def _connect_port_lock(quiet: bool):
-    """One local run at a time on this machine.
-
-    ``spark-pipelines`` starts a Spark Connect server on the fixed port 15002 (pyspark picks an
-    ephemeral port only in its own test mode), so a second concurrent run fails with
-    ``BindException``. Runs queue on a lock file instead, and say so.
-    """
-    import contextlib
-
-    @contextlib.contextmanager
-    def lock():
-        path = Path(tempfile.gettempdir()) / "sqlcdc-spark-connect-15002.lock"
-        with path.open("w") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if not quiet:
-                    print(f"sqlcdc run: another local run holds Spark Connect's port 15002; waiting ({path})", flush=True)
-                fcntl.flock(fh, fcntl.LOCK_EX)
-            _wait_for_free_port(15002, quiet)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
-    return lock()
-
-
-def _wait_for_free_port(port: int, quiet: bool, timeout_s: float = 900.0) -> None:
-    """Wait (bounded) while something else, e.g. a Spark Connect server not started by sqlcdc,
-    listens on ``port``; then go on and let Spark report the clash if it is still there."""
-    import socket
-    import time as _time
-
-    deadline, told = _time.monotonic() + timeout_s, False
-    while _time.monotonic() < deadline:
-        with socket.socket() as sock:
-            sock.settimeout(1)
-            if sock.connect_ex(("127.0.0.1", port)) != 0:
-                return
-        if not told and not quiet:
-            print(f"sqlcdc run: port {port} (Spark Connect) is in use by another process; waiting", flush=True)
-            told = True
-        _time.sleep(2)
-
-
-def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool,
+def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool, spark_log: Path | None = None,
          marker: Path | None = None) -> int:
+    """Run ``cmd`` (``spark-pipelines``), show its progress, keep its output and the lines the
+    run's Spark logged meanwhile (``spark_log``: the server's side, with each flow's streaming
+    progress) in ``log_path``; on failure, print the last errors."""
     if not quiet:
-        print(f"sqlcdc run: starting Spark ({'full refresh' if full_refresh else 'incremental'}); "
+        print(f"sqlcdc run: starting the pipeline ({'full refresh' if full_refresh else 'incremental'}); "
               f"full log: {log_path}", flush=True)
     errors: list[str] = []
     listing = False
     started = time.time()
+    server = _LogTail(spark_log)
+    progress = RunProgress(tables=spec_path.parent.parent / "tables", since=started)
+
+    def take(line: str) -> None:
+        nonlocal listing
+        log.write(line)
+        for shown in progress.feed(line):
+            if not quiet:
+                print("  " + shown, flush=True)
+        if (not PROGRESS_LINE.match(line) and re.search(r"(Exception|Error)\b.*:", line)
+                and not line.startswith((" ", "\t"))):
+            errors.append(line.rstrip())
+            listing = line.rstrip().endswith("problem(s):")  # a ConfigError: its problems follow
+        elif errors and listing and line.startswith("  - "):
+            errors[-1] += "\n  " + line.rstrip()
+        else:
+            listing = False
+
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, env=env, cwd=spec_path.parent, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, bufsize=1)
         assert proc.stdout is not None
-        progress = RunProgress(tables=spec_path.parent.parent / "tables", since=started)
         for line in proc.stdout:
-            log.write(line)
-            for shown in progress.feed(line):
-                if not quiet:
-                    print("  " + shown, flush=True)
-            if (not PROGRESS_LINE.match(line) and re.search(r"(Exception|Error)\b.*:", line)
-                    and not line.startswith((" ", "\t"))):
-                errors.append(line.rstrip())
-                listing = line.rstrip().endswith("problem(s):")  # a ConfigError: its problems follow
-            elif errors and listing and line.startswith("  - "):
-                errors[-1] += "\n  " + line.rstrip()
-            else:
-                listing = False
+            # The server logs a flow's progress before the client hears that the flow ended.
+            for logged in server.new_lines():
+                take(logged)
+            take(line)
         code = proc.wait()
+        for logged in server.new_lines():
+            take(logged)
     if code != 0 and marker is not None and reshape.recorded(marker):
         return code  # not a failure: the caller rebuilds the reshaped views and runs again
     if code != 0:
@@ -292,3 +305,21 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
             print("  " + line[:4000], file=sys.stderr)
         print(f"Full log: {log_path}", file=sys.stderr)
     return code
+
+
+class _LogTail:
+    """The complete lines appended to a log file since this was made (none without a file)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._path, self._rest = path, b""
+        self._at = path.stat().st_size if path is not None and path.is_file() else 0
+
+    def new_lines(self) -> list[str]:
+        if self._path is None or not self._path.is_file():
+            return []
+        with self._path.open("rb") as fh:
+            fh.seek(self._at)
+            chunk = fh.read()
+        self._at += len(chunk)
+        *lines, self._rest = (self._rest + chunk).split(b"\n")
+        return [line.decode("utf-8", errors="replace") + "\n" for line in lines]
