@@ -117,11 +117,11 @@ _CONSOLE = """\
 appender.out.type = Console
 appender.out.target = SYSTEM_ERR
 """
-# Appended, never truncated: the file outlives a run's JVM, and ``sqlcdc run`` reads on from its end.
+# Written afresh by each run's JVM (one per run): the file holds that run's log and no more.
 _FILE = """\
 appender.out.type = File
 appender.out.fileName = {path}
-appender.out.append = true
+appender.out.append = false
 """
 
 _LOG4J = """\
