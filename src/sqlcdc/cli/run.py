@@ -110,14 +110,9 @@ class Engine:
     remote: str
     log: Path
 
-    def service(self):
-        """The JVM's Spark Connect service (the Scala object)."""
-        package = self.spark._jvm.org.apache.spark.sql.connect.service
-        return getattr(getattr(package, "SparkConnectService$"), "MODULE$")
-
     def stop_serving(self) -> None:
         """Stop the Spark Connect server (no client is left once the pipeline ended)."""
-        service = self.service()
+        service = _connect_service(self.spark)
         if service.started() and not service.stopped():
             service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())
 
@@ -140,10 +135,15 @@ def _engine(warehouse: Path) -> Engine:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers of the pipeline's queries
     os.environ[STATE_DIR_ENV] = str(state)
     spark = local_spark(warehouse, app_name="sqlcdc-run", extra=_SERVER_CONF)
-    engine = Engine(spark, "", state / "spark.log")
-    service = engine.service()
+    service = _connect_service(spark)
     service.start(spark._jsc.sc())
-    return Engine(spark, f"sc://127.0.0.1:{service.localPort()}", engine.log)
+    return Engine(spark, f"sc://127.0.0.1:{service.localPort()}", state / "spark.log")
+
+
+def _connect_service(spark: SparkSession):
+    """The JVM's Spark Connect service (the Scala object ``SparkConnectService``)."""
+    package = spark._jvm.org.apache.spark.sql.connect.service
+    return getattr(getattr(package, "SparkConnectService$"), "MODULE$")
 
 
 #: The run's Spark Connect server: local clients only, on a port the OS picks.
@@ -297,6 +297,7 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
         code = proc.wait()
         for logged in server.new_lines():
             take(logged)
+        server.close()
     if code != 0 and marker is not None and reshape.recorded(marker):
         return code  # not a failure: the caller rebuilds the reshaped views and runs again
     if code != 0:
@@ -308,18 +309,21 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
 
 
 class _LogTail:
-    """The complete lines appended to a log file since this was made (none without a file)."""
+    """The complete lines appended to a log file since this was made (none without a file). The
+    file is opened once (the run's JVM created it when it started) and read on from its end."""
 
     def __init__(self, path: Path | None) -> None:
-        self._path, self._rest = path, b""
-        self._at = path.stat().st_size if path is not None and path.is_file() else 0
+        self._rest = b""
+        self._fh = path.open("rb") if path is not None and path.is_file() else None
+        if self._fh is not None:
+            self._fh.seek(0, os.SEEK_END)
 
     def new_lines(self) -> list[str]:
-        if self._path is None or not self._path.is_file():
+        if self._fh is None:
             return []
-        with self._path.open("rb") as fh:
-            fh.seek(self._at)
-            chunk = fh.read()
-        self._at += len(chunk)
-        *lines, self._rest = (self._rest + chunk).split(b"\n")
+        *lines, self._rest = (self._rest + self._fh.read()).split(b"\n")
         return [line.decode("utf-8", errors="replace") + "\n" for line in lines]
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
