@@ -57,11 +57,18 @@ def _read(spark: SparkSession, warehouse: Path, table: str) -> DataFrame | None:
     return spark.read.format("delta").load(str(table_path(warehouse, table)))
 
 
+def _carriers(spark: SparkSession, warehouse: Path, table: str) -> DataFrame | None:
+    """``carried_by``: the bronze record ids that ``table``'s rows name (a row made of several
+    records lists them all, comma-separated); None if the table is missing."""
+    df = _read(spark, warehouse, table)
+    return None if df is None else df.select(F.explode(F.split(F.col("bronze_record_id"), ",")).alias("carried_by"))
+
+
 def counts(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[tuple[str, str, int | None]]:
     """``(layer, table, rows)`` for every table of the pipeline (rows None if the table is missing).
 
-    All tables are counted by one Spark job (a union of their scans grouped by table), not one
-    job each: a run's summary counted ~26 tables, ~2 jobs apiece (docs/testing.md)."""
+    All tables are counted by one query (a union of their scans grouped by table), not one count
+    each: the demo's 26 tables took 52 Spark jobs that way, 28 now (docs/testing.md)."""
     listed: list[tuple[str, str]] = []
     for s in cfg.sources.values():
         listed.append(("bronze", s.bronze_table))
@@ -80,18 +87,17 @@ def counts(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[tu
     for t in cfg.tables:  # changes of transactions incomplete past the timeout (sqlcdc.gold.transactions)
         if _exists(warehouse, transactions.quarantine_table(t)):
             listed.append(("quarantine", transactions.quarantine_table(t)))
-    scans = [(name, df) for _, name in dict.fromkeys(listed) if (df := _read(spark, warehouse, name)) is not None]
+    scans = {name: df for _, name in listed if (df := _read(spark, warehouse, name)) is not None}
     found: dict[str, int] = {}
-    if scans:
-        tagged = [df.select(F.lit(i).alias("_table")) for i, (_, df) in enumerate(scans)]
-        per_index = dict(frames.union_all(tagged).groupBy("_table").count().collect())
-        found = {name: per_index.get(i, 0) for i, (name, _) in enumerate(scans)}
-    return [(layer, name, found.get(name)) for layer, name in listed]
+    if scans:  # an empty table has no group: 0 below
+        tagged = [df.select(F.lit(name).alias("_table")) for name, df in scans.items()]
+        found = dict(frames.union_all(tagged).groupBy("_table").count().collect())
+    return [(layer, name, found.get(name, 0) if name in scans else None) for layer, name in listed]
 
 
 def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[Balance]:
-    """Each source's :class:`Balance`: one aggregate over its records and where each one went (one
-    Spark job per source, not one per count: 107 jobs for the demo's four sources before)."""
+    """Each source's :class:`Balance`: one aggregate over its records and where each one went, not
+    a count per place (the demo's four sources: 107 Spark jobs that way, 57 now)."""
     result = []
     for s in cfg.sources.values():
         bronze = _read(spark, warehouse, s.bronze_table)
@@ -99,18 +105,15 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
             continue
         decoder = formats.get(s.format)
 
-        def ids_in(table: str) -> DataFrame | None:
-            df = _read(spark, warehouse, table)
-            return None if df is None else df.select(F.explode(F.split(F.col("bronze_record_id"), ",")).alias("carried_by"))
-
-        silver_ids = [df for t in cfg.tables_of(s.name) if (df := ids_in(t.silver_table)) is not None]
         # Which record id's silver/quarantine row accounts for each record: itself, unless the
         # decoder says otherwise (CES: the segments of a split event ride on its final segment).
         # computed once: it may re-run the decoder's grouping, and the parts below read it
         disp = decoder.disposition(bronze, s).select("record_id", "carried_by", "status").localCheckpoint()
         ids = bronze.select("record_id")
 
-        def carried(where: str, found: list[DataFrame]) -> list[DataFrame]:
+        def carried(where: str, tables: list[str]) -> list[DataFrame]:
+            """The records whose carrier has a row in one of ``tables`` (those that exist), as ``where``."""
+            found = [df for t in tables if (df := _carriers(spark, warehouse, t)) is not None]
             if not found:
                 return []
             rows = disp.join(frames.union_all(found).distinct(), "carried_by", "left_semi")
@@ -122,9 +125,9 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
             disp.where(F.col("status") == "pending").select("record_id", F.lit("pending").alias("where")),
             bronze.where(decoder.skipped(bronze)).select("record_id", F.lit("skipped").alias("where")),
             ids.join(dup_ids, "record_id", "left_semi").select("record_id", F.lit("duplicate").alias("where")),
-            *carried("silver", silver_ids),
-            *carried("quarantine", [df for df in [ids_in(s.quarantine_table)] if df is not None]),
-            *carried("dropped", [df for df in [ids_in(dq_metrics.dropped_table(s))] if df is not None]),
+            *carried("silver", [t.silver_table for t in cfg.tables_of(s.name)]),
+            *carried("quarantine", [s.quarantine_table]),
+            *carried("dropped", [dq_metrics.dropped_table(s)]),
         ]
         n = dict(frames.union_all(parts).groupBy("where").agg(F.count_distinct("record_id")).collect())
         result.append(Balance(s.name, n.get("landed", 0), n.get("silver", 0), n.get("quarantine", 0),
