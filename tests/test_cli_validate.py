@@ -123,7 +123,13 @@ def test_valid_rules_pass(spark, tmp_path, sql):
 def test_the_projects_own_config_and_bundle_validate(spark, capsys):
     # `spark` first, so validate's getOrCreate finds the shared session should the config carry SQL
     assert cli_main(["validate", "--config", str(ROOT / "config" / "pipeline.yml")]) == 0
-    assert capsys.readouterr().out == ""
+    out, err = capsys.readouterr()
+    assert out == ""
+    # the bundle deploys the demo: its change-table, CES and Qlik sources cannot reach gold on
+    # Databricks yet (a note, not a problem); the Debezium source can
+    for source, fmt in [("erp", "cdc_ct"), ("sales", "ces"), ("crm", "qlik")]:
+        assert f"note: the bundle deploys source {source} ({fmt}): its silver is a materialized view" in err
+    assert "source inventory" not in err
 
 
 @pytest.mark.parametrize("sql_type, boolean", [("bit", True), ("datetime2", False)])
