@@ -118,7 +118,7 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
     ``notes``, when given, receives what is worth knowing but does not stop a run: a table whose
     columns or keys come from producer metadata that has not landed yet (its records will wait in
     quarantine, :class:`sqlcdc.formats.NotYetDiscovered`), and the sources a bundle deploys whose
-    gold cannot run on Databricks yet (:func:`recomputed_silver_notes`)."""
+    silver and gold are recomputed on every Databricks update (:func:`recomputed_silver_notes`)."""
     problems: list[str] = []
     cfg: PipelineConfig | None = None
     try:
@@ -153,13 +153,13 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
 def recomputed_silver_notes(cfg: PipelineConfig) -> list[str]:
     """One note per source with tables whose silver is a materialized view recomputed each run
     (the decoder is not ``streaming``: CES, Qlik, change tables), for a config a bundle deploys:
-    gold's AUTO CDC on Databricks streams from silver, which such a view cannot give yet
-    (docs/append-only-silver.md). A note, not a problem: ``sqlcdc run`` applies their gold."""
+    on Databricks their gold is then a materialized view recomputed from silver, not AUTO CDC
+    (:func:`sqlcdc.gold.graph.silver_streams`), so each update's cost grows with the history."""
     from sqlcdc import formats
 
     return [f"the bundle deploys source {s.name} ({s.format}): its silver is a materialized view recomputed "
-            "each run, which gold's AUTO CDC on Databricks cannot stream from yet; `sqlcdc run` applies its "
-            "gold locally (docs/append-only-silver.md)"
+            "from all of bronze each update, and so is its gold on Databricks (AUTO CDC streams only from "
+            "append-only silver; docs/append-only-silver.md)"
             for s in cfg.sources.values() if cfg.tables_of(s.name) and not formats.get(s.format).streaming]
 
 

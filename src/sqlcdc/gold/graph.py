@@ -4,6 +4,10 @@ SCD type.
 * **Databricks**: a streaming table fed by ``dp.create_auto_cdc_flow`` from a temporary view over
   the table's silver stream (:meth:`~sqlcdc.gold.spec.ApplyChangesSpec.to_auto_cdc_kwargs`; the
   view is :meth:`~sqlcdc.gold.spec.ApplyChangesSpec.auto_cdc_source`, presence on every row).
+  Only where silver is a streaming table (:func:`silver_streams`): a streaming read of CES, Qlik
+  or change-table silver, a materialized view recomputed each run, fails there (streaming needs an
+  append-only source; docs/append-only-silver.md), so their gold is the materialized view below,
+  recomputed from silver, until their silver is append-only.
 * **``sqlcdc run``** (the Spark conf ``sqlcdc.gold`` = ``after_run``): nothing is declared; the spec
   is checked against silver's apply frame, so a config mistake stops the run before anything
   runs, and :mod:`sqlcdc.gold.after_run` applies gold once the pipeline has written silver.
@@ -26,7 +30,7 @@ from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
-from sqlcdc import model, runtime
+from sqlcdc import formats, model, runtime
 from sqlcdc.config import TableConfig
 from sqlcdc.gold import handoff
 from sqlcdc.gold.after_run import AFTER_RUN, GOLD_CONF
@@ -34,7 +38,7 @@ from sqlcdc.gold.recompute import scd1, scd2
 from sqlcdc.gold.spec import ApplyChangesSpec, auto_cdc_table_properties, layout, target
 from sqlcdc.values import ColumnSpec
 
-__all__ = ["applied_after_run", "changes_frame", "declare"]
+__all__ = ["applied_after_run", "changes_frame", "declare", "silver_streams"]
 
 
 def applied_after_run() -> bool:
@@ -54,12 +58,19 @@ def declare(table: TableConfig, scd_type: int, *, columns: list[ColumnSpec], key
     gold table and ``parts`` (:func:`sqlcdc.gold.handoff.groups`): gold reads all their silvers."""
     spec = ApplyChangesSpec.from_table_config(table, scd_type, keys=keys)
     parts = list(parts) or [table]
-    if runtime.is_databricks():
+    if runtime.is_databricks() and silver_streams(parts):
         _auto_cdc(table, scd_type, spec, columns, keys, parts)
     elif applied_after_run():
         spec.validate(model.apply_frame_schema(columns))
     else:
         _recomputed(table, scd_type, spec, columns, keys, parts)
+
+
+def silver_streams(parts: Sequence[TableConfig]) -> bool:
+    """Whether every silver table gold reads (``parts``) is a streaming table, which AUTO CDC can
+    stream from: the decoder is ``streaming`` (Debezium); CES, Qlik and change-table silver are
+    materialized views recomputed from bronze each run."""
+    return all(formats.get(p.source.format).streaming for p in parts)
 
 
 def _changes(parts: list[TableConfig], columns: list[ColumnSpec], keys: list[str], read) -> DataFrame:
