@@ -3,11 +3,13 @@
 Append-only silver for CES (split segments), change tables (``__$operation`` 3 + 4) and Qlik (data
 before its metadata) needs state kept across runs in a flow that reads the source's bronze
 *streaming table*. This probe asks the installed Spark, in one local JVM serving ``spark-pipelines``
-over Spark Connect as ``sqlcdc run`` does, with three runs over the same landing folder:
+over Spark Connect as ``sqlcdc run`` does, with five runs over the same landing folder:
 
 1. ``A0 A1(final) B0 U0(final)`` at 10:00 -- a complete pair, a half, a single;
 2. ``B1(final)`` at 10:20 -- B's other half, one run later;
-3. ``D0`` at 12:00 -- moves the event time on (an hour-long wait has passed for A, B and U).
+3. ``D0`` at 12:00 -- moves the event time on (an hour-long wait has passed for A, B and U);
+4. ``E0`` at 09:00 -- a record older than the event time already seen (a late record);
+5. ``F0`` at 14:00 -- moves the event time past D's and E's hour.
 
 Each candidate is a pipeline of its own (one flow that does not register stops its pipeline):
 
@@ -15,7 +17,10 @@ Each candidate is a pipeline of its own (one flow that does not register stops i
 * ``py_apply_in_pandas_with_state``: ``groupBy(...).applyInPandasWithState(...)``;
 * ``sql_watermark_join``: ``STREAM(bronze) WATERMARK ts DELAY OF ...`` (SQL) + a stream-stream
   left outer join of the halves within an hour;
-* ``sql_watermark_session_window``: the same SQL relation + ``session_window(ts, '1 hour')`` groups.
+* ``sql_watermark_session_window``: the same SQL relation + ``session_window(ts, '1 hour')`` groups;
+* ``sql_processing_time_session_window``: ``WATERMARK current_timestamp() AS seen`` (the time the
+  flow's micro-batch ran) + ``session_window(seen, '5 seconds')``: shorter than a run, so a
+  run's groups close in the next run that brings data.
 
 It prints, per candidate and run, whether the run completed (else the error) and the rows the
 flow's table holds. Not a test: a fact-finder to repeat after a Spark upgrade (docs/testing.md,
@@ -76,6 +81,15 @@ def out():
     return (rel.groupBy(F.session_window("ts", "1 hour").alias("w"), "gid")
             .agg(F.sort_array(F.collect_list("idx")).alias("segments")))
 ''',
+    "sql_processing_time_session_window": '''
+@dp.table(name="out_sql_processing_time_session_window")
+def out():
+    # event time = when this flow's micro-batch ran: never behind what it saw before
+    rel = spark.sql("SELECT * FROM STREAM(bronze_sql_processing_time_session_window) "
+                    "WATERMARK current_timestamp() AS seen DELAY OF INTERVAL 0 SECONDS")
+    return (rel.groupBy(F.session_window("seen", "5 seconds").alias("w"), "gid")
+            .agg(F.sort_array(F.collect_list("idx")).alias("segments")).select("gid", "segments"))
+''',
 }
 
 HEADER = '''
@@ -97,6 +111,8 @@ LANDINGS = [
                                      ("B", 0, False, "10:00:02"), ("U", 0, True, "10:00:03")]),
     ("run 2: B1 at 10:20", [("B", 1, True, "10:20:00")]),
     ("run 3: D0 at 12:00", [("D", 0, False, "12:00:00")]),
+    ("run 4: E0 at 09:00, older than what landed before", [("E", 0, False, "09:00:00")]),
+    ("run 5: F0 at 14:00", [("F", 0, False, "14:00:00")]),
 ]
 
 
