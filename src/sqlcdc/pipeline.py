@@ -13,8 +13,9 @@ table                 kind                               content
                                                          reads each table's part from a temporary
                                                          view: :func:`part_view`)
 ``gold_T_scd1``       applied after the run locally      current state (SCD type 1)
-                      (:mod:`sqlcdc.gold`), AUTO CDC
-                      target on Databricks
+                      (:mod:`sqlcdc.gold`); Databricks:
+                      an AUTO CDC target, or a view
+                      over recomputed silver
 ``gold_T_scd2``       same                               history with ``__START_AT``/``__END_AT``
 ====================  =================================  ==========================================
 
@@ -407,7 +408,8 @@ def _record_if_reshaped(table: TableConfig, cols: list[ColumnSpec]) -> bool:
 
 def declare_gold(cfg: PipelineConfig) -> None:
     """Per table and SCD type, a gold table applied in source commit order (:mod:`sqlcdc.gold.graph`:
-    AUTO CDC on Databricks; under ``sqlcdc run`` only checked, as gold is applied after the run)."""
+    on Databricks AUTO CDC over streaming silver, else a recomputed view; under ``sqlcdc run`` only
+    checked, as gold is applied after the run)."""
     for table, parts in gold.handoff.groups(ready(cfg).tables):  # a waiting table has no silver to apply yet
         for scd_type in table.scd_types:
             gold.declare(table, scd_type, columns=columns(parts[0]), keys=keys(parts[0]), parts=parts)

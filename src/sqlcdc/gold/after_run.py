@@ -4,7 +4,8 @@ OSS Spark Declarative Pipelines have no AUTO CDC for Delta targets (nor SCD2), s
 ``sqlcdc run`` builds gold itself once ``spark-pipelines run`` has written silver: every onboarded
 table's *new* changes go through :mod:`sqlcdc.gold.incremental` (``merge_scd1`` / ``merge_scd2``), so a
 run costs what landed since the last one, not the whole history. On Databricks the same config
-becomes ``dp.create_auto_cdc_flow`` inside the pipeline instead (:mod:`sqlcdc.gold.graph`).
+becomes ``dp.create_auto_cdc_flow`` inside the pipeline instead, or a recomputed view where silver
+is not a streaming table (:mod:`sqlcdc.gold.graph`).
 
 Which changes are new depends on how the producer's silver is kept:
 
