@@ -18,6 +18,9 @@ Each candidate is a pipeline of its own (one flow that does not register stops i
 * ``sql_watermark_join``: ``STREAM(bronze) WATERMARK ts DELAY OF ...`` (SQL) + a stream-stream
   left outer join of the halves within an hour;
 * ``sql_watermark_session_window``: the same SQL relation + ``session_window(ts, '1 hour')`` groups;
+* ``files_map_in_arrow``: a streaming ``binaryFile`` read of the landing folder through
+  ``mapInArrow`` (Python per file, not per row): the shape a streaming change-table bronze would
+  take, each export read with its own header or schema;
 * ``sql_processing_time_session_window``: ``WATERMARK current_timestamp() AS seen`` (the time the
   flow's micro-batch ran) + ``session_window(seen, '5 seconds')``: shorter than a run, so a
   run's groups close in the next run that brings data.
@@ -90,20 +93,41 @@ def out():
     return (rel.groupBy(F.session_window("seen", "5 seconds").alias("w"), "gid")
             .agg(F.sort_array(F.collect_list("idx")).alias("segments")).select("gid", "segments"))
 ''',
+    "files_map_in_arrow": '''
+BINARY_FILE = StructType([StructField("path", StringType()), StructField("modificationTime", TimestampType()),
+                          StructField("length", LongType()), StructField("content", BinaryType())])
+OUT = StructType([StructField("file", StringType()), StructField("lines", IntegerType())])
+
+def lines_per_file(batches):
+    import os
+    import pyarrow as pa
+    for b in batches:
+        yield pa.RecordBatch.from_pydict({
+            "file": [os.path.basename(p) for p in b.column("path").to_pylist()],
+            "lines": pa.array([c.count(b"\\n") for c in b.column("content").to_pylist()], pa.int32())})
+
+@dp.table(name="out_files_map_in_arrow")
+def out():
+    # a streaming bronze made file by file in Python (change-table exports: each file its own schema)
+    files = spark.readStream.format("binaryFile").schema(BINARY_FILE).load(LANDING).to(BINARY_FILE)
+    return files.mapInArrow(lines_per_file, OUT)
+''',
 }
 
 HEADER = '''
 from pyspark import pipelines as dp
 from pyspark.sql import SparkSession, functions as F
-from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import (BinaryType, BooleanType, IntegerType, LongType, StringType, StructField,
+                               StructType, TimestampType)
 
 spark = SparkSession.active()
+LANDING = {landing!r}
 BRONZE = StructType([StructField("gid", StringType()), StructField("idx", IntegerType()),
                      StructField("final", BooleanType()), StructField("ts", TimestampType())])
 
 @dp.table(name="bronze_{name}")
 def bronze():
-    return spark.readStream.schema(BRONZE).json({landing!r})
+    return spark.readStream.schema(BRONZE).json(LANDING)
 '''
 
 LANDINGS = [
@@ -119,6 +143,7 @@ LANDINGS = [
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", help="work in this folder and keep it (default: a temporary one)")
+    ap.add_argument("--only", help="comma-separated candidates (default: all)")
     args = ap.parse_args(argv)
     root = Path(args.keep or tempfile.mkdtemp(prefix="sqlcdc-probe-")).resolve()
     shutil.rmtree(root, ignore_errors=True)
@@ -135,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     service.start(spark._jsc.sc())
     remote = f"sc://127.0.0.1:{service.localPort()}"
     cli = Path(sys.executable).with_name("spark-pipelines")
-    failed: set[str] = set()
+    failed: set[str] = set(CANDIDATES) - set(args.only.split(",")) if args.only else set()
     for n, (label, rows) in enumerate(LANDINGS, 1):
         (landing / f"f{n}.json").write_text("".join(
             json.dumps({"gid": g, "idx": i, "final": f, "ts": f"2026-01-01T{t}"}) + "\n" for g, i, f, t in rows))
