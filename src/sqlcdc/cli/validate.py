@@ -153,14 +153,15 @@ def validate(config: Path, *, bundle: Path | None = None, check_sql: bool = True
 def recomputed_silver_notes(cfg: PipelineConfig) -> list[str]:
     """One note per source with tables whose silver is a materialized view recomputed each run
     (the decoder is not ``streaming``: CES, Qlik, change tables), for a config a bundle deploys:
-    on Databricks their gold is then a materialized view recomputed from silver, not AUTO CDC
-    (:func:`sqlcdc.gold.graph.silver_streams`), so each update's cost grows with the history."""
-    from sqlcdc import formats
+    on Databricks their gold is then a materialized view recomputed from silver, not AUTO CDC --
+    the decision :func:`sqlcdc.gold.graph.silver_streams` makes, asked here -- so each update's
+    cost grows with the history."""
+    from sqlcdc.gold.graph import silver_streams
 
     return [f"the bundle deploys source {s.name} ({s.format}): its silver is a materialized view recomputed "
             "from all of bronze each update, and so is its gold on Databricks (AUTO CDC streams only from "
             "append-only silver; docs/append-only-silver.md)"
-            for s in cfg.sources.values() if cfg.tables_of(s.name) and not formats.get(s.format).streaming]
+            for s in cfg.sources.values() if (tables := cfg.tables_of(s.name)) and not silver_streams(tables)]
 
 
 def landing_problems(cfg: PipelineConfig) -> list[str]:
