@@ -152,11 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     from sqlcdc import runtime
+    from sqlcdc.cli.run import _SERVER_CONF, _connect_service  # the Connect server `sqlcdc run` starts
 
-    spark = runtime.local_spark(root / "warehouse", app_name="sqlcdc-probe", extra={
-        "spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": "0"})
+    spark = runtime.local_spark(root / "warehouse", app_name="sqlcdc-probe", extra=_SERVER_CONF)
     spark.sparkContext.setLogLevel("OFF")  # the server logs each client's closed session as an ERROR
-    service = getattr(getattr(spark._jvm.org.apache.spark.sql.connect.service, "SparkConnectService$"), "MODULE$")
+    service = _connect_service(spark)
     service.start(spark._jsc.sc())
     remote = f"sc://127.0.0.1:{service.localPort()}"
     cli = Path(sys.executable).with_name("spark-pipelines")
