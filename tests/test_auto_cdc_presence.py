@@ -174,12 +174,6 @@ class RecordingDP:
     def create_auto_cdc_flow(self, **kwargs):
         self.flows.append(kwargs)
 
-    def materialized_view(self, *, name, **_):
-        def register(fn):
-            self.views[name] = fn
-            return fn
-        return register
-
 
 @pytest.mark.parametrize("producer", ["qlik", "cdc_ct"])
 def test_databricks_graph_streams_presence_into_auto_cdc(frames, monkeypatch, producer):
@@ -229,22 +223,23 @@ def test_on_databricks_gold_over_recomputed_silver_is_a_view_not_auto_cdc(frames
 
     from sqlcdc.gold import graph
 
+    from test_metadata_reshape import RecordingDP as ViewsDP  # records query functions; no AUTO CDC
+
     f = frames[producer]
-    dp = RecordingDP()
+    dp = ViewsDP()
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "17.3")
     monkeypatch.setattr(graph, "dp", dp)
     monkeypatch.setattr(graph, "_declared_views", set())
-    for scd in (1, 2):
+    for scd in (1, 2):  # an AUTO CDC flow would raise here: the stand-in has no create_auto_cdc_flow
         graph.declare(f.table, scd, columns=f.columns, keys=f.keys)
-    assert dp.flows == [] and dp.tables == {}
-    assert set(dp.views) == {f"gold_{f.table.name}_scd1", f"gold_{f.table.name}_scd2"}
+    assert set(dp.queries) == {f"gold_{f.table.name}_scd1", f"gold_{f.table.name}_scd2"}
 
     class Active:  # the views read silver in batch
         read = type("R", (), {"table": staticmethod(lambda name: f.silver)})()
 
     monkeypatch.setattr(graph.SparkSession, "active", staticmethod(lambda: Active))
     spec = ApplyChangesSpec.from_table_config(f.table, 1, keys=f.keys)
-    assert sorted(map(str, dp.views[f"gold_{f.table.name}_scd1"]().collect())) == \
+    assert sorted(map(str, dp.queries[f"gold_{f.table.name}_scd1"]().collect())) == \
         sorted(map(str, scd1(f.frame, spec).collect()))  # the same engine as a hand-run pipeline's
 
     debezium = dataclasses.replace(f.table, source=dataclasses.replace(f.table.source, format="debezium"))
