@@ -133,12 +133,17 @@ def test_compiled_envelope_rules_agree_with_jsonschema(spark):
         lambda p: p.pop("op"), lambda p: p.update(op="z"), lambda p: p.update(op=5), lambda p: p.pop("source"),
         lambda p: p["source"].pop("table"), lambda p: p["source"].update(table=""), lambda p: p.update(after="x"),
         lambda p: p.update(ts_ms="soon"), lambda p: p.update(ts_ms=1.5), lambda p: p["source"].update(commit_lsn=7),
+        # where the one cast of the document (_schema_check._Shaped) reads an object as NULL: not one
+        lambda p: p.update(source="dbo.t"), lambda p: p.update(source=[p["source"]]), lambda p: p.update(source=None),
+        lambda p: p.update(OP=p.pop("op")), lambda p: p.update(before=[1]), lambda p: p.update(op=None),
+        lambda p: p["source"].update(table=None), lambda p: p["source"].update(table={"name": "t"}),
+        lambda p: p.update(ts_ms=1.0), lambda p: p["source"].update(commit_lsn=None, schema=["dbo"]),
     ):
         for wrapped in (True, False):
             doc = json.loads(json.dumps(good))
             mutate(doc["payload"])
             docs.append(doc if wrapped else doc["payload"])
-    docs += [[1, 2], "text", {"schema": {}}, {"payload": 3}]
+    docs += [[1, 2], "text", {"schema": {}}, {"payload": 3}, {"payload": None, **good["payload"]}, {"payload": []}, None]
     lines = [json.dumps(d) for d in docs]
     lines.append(lines[0] + lines[0])  # two documents on one line: not one JSON value
     df = expectations.with_envelope_doc(spark.createDataFrame([(v,) for v in lines], "value string")).select(
@@ -146,7 +151,8 @@ def test_compiled_envelope_rules_agree_with_jsonschema(spark):
     compiled = {r.value: not r.v for r in df.collect()}
     with_jsonschema = {v: sc.explain(SCHEMA, v) is None for v in lines}
     assert compiled == with_jsonschema
-    assert sum(compiled.values()) == 2  # only the two good shapes (with schema, payload only)
+    # only the two good shapes (with schema, payload only), and each with ts_ms 1.0 (an integer to JSON Schema)
+    assert sum(compiled.values()) == 4
 
 
 def test_databricks_mapping_of_actions():

@@ -2,8 +2,10 @@
 
 ``jsonschema`` validates ~9.5k envelopes/s per core (DESIGN.md, "Figures"), several times the cost
 of the whole parse. So the schema files in ``schemas/`` stay the definition, and this module
-compiles them into Spark SQL predicates over a VARIANT (``try_parse_json``) of the document; only the
-rows that fail are handed to ``jsonschema`` (in a vectorized pandas UDF) to produce the message.
+compiles them into Spark SQL predicates over a VARIANT (``try_parse_json``) of the document, read
+through one cast of the document into a struct of the nodes the schema names (:class:`_Shaped`);
+only the rows that fail are handed to ``jsonschema`` (in a vectorized pandas UDF) to produce the
+message.
 ``tests/test_ces.py`` checks that both agree on generated good and bad documents.
 
 Compiled keywords: ``type`` (string or list), ``required``, ``properties``, ``enum`` (of strings),
@@ -23,6 +25,7 @@ A violation is named ``<path>: <keyword>``, e.g. ``$.operation: enum``,
 
 from __future__ import annotations
 
+import itertools
 import json
 from functools import lru_cache
 from typing import Any, Iterable
@@ -34,7 +37,7 @@ from pyspark.sql.types import StringType
 
 from sqlcdc.assets import SCHEMAS_DIR
 from sqlcdc.diagnostics import validator
-from sqlcdc.names import literal
+from sqlcdc.names import literal, quote
 
 COMPILED = frozenset({"type", "required", "properties", "enum", "pattern", "minLength", "minimum", "maximum", "items",
                       "anyOf"})
@@ -70,7 +73,7 @@ class _Node:
     """A place in the document: a base VARIANT (SQL text: a column name, a lambda variable or an
     expression) and a JSONPath from it. Children extend the path instead of nesting extractions,
     so every predicate reads its value straight from the base (nested extractions made planning
-    take ~20 s)."""
+    take ~20 s). Used where no :class:`_Shaped` cast is (the elements of an ``items`` array)."""
 
     def __init__(self, base: str, path: str = "$"):
         self.base, self.path = base, path
@@ -83,18 +86,97 @@ class _Node:
     def get(self, type_: str = "variant") -> str:
         return f"try_variant_get({self.base}, {_lit(self.path)}, {_lit(type_)})"
 
+    def value(self) -> str:
+        """SQL: the node as a VARIANT (NULL when absent)."""
+        return self.get()
+
+    def is_object(self) -> str:
+        # an empty struct: the cast checks the kind and copies nothing (a map copied every child)
+        return f"({self.get('struct<>')} IS NOT NULL)"
+
+    def present(self) -> str:
+        return f"({self.get()} IS NOT NULL)"
+
+
+class _Shaped(_Node):
+    """A place in the document read from one cast of the whole document (:func:`_shape`): a
+    struct that holds, for every node the schema names, a struct when the node may be an object
+    (NULL when it is not one) and a VARIANT otherwise. One cast walks the document once; a
+    ``try_variant_get`` per rule walked it from the top ~140 times for the Debezium envelope,
+    most of the envelope check's cost (``benchmarks/bench_validation.py``).
+
+    Only a node that may be an object but is not one (absent, ``null``, a string ...) is fetched
+    from the base again, by its path (:meth:`value`)."""
+
+    def __init__(self, base: str, ref: str, shape: dict | None, path: str = "$"):
+        super().__init__(base, path)
+        self.ref, self.shape = ref, shape  # shape: the node's fields (a struct), None for a VARIANT
+
+    def child(self, name: str) -> "_Node":
+        at = super().child(name)
+        return _Shaped(self.base, f"{self.ref}.{quote(name)}", (self.shape or {}).get(name), at.path)
+
+    def get(self, type_: str = "variant") -> str:
+        return self.value() if type_ == "variant" else f"try_variant_get({self.value()}, '$', {_lit(type_)})"
+
+    def value(self) -> str:
+        return super().get() if self.shape is not None else self.ref
+
+    def is_object(self) -> str:
+        return f"({self.ref} IS NOT NULL)" if self.shape is not None else super().is_object()
+
+    def present(self) -> str:
+        if self.shape is None:
+            return f"({self.ref} IS NOT NULL)"
+        return f"({self.ref} IS NOT NULL OR {super().get()} IS NOT NULL)"  # OR: the fetch only for non-objects
+
+
+def _branches(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """``schema`` and the ``anyOf`` branches that apply to the same node."""
+    return [schema, *(b for sub in schema.get("anyOf") or [] for b in _branches(sub))]
+
+
+def _may_be_object(schemas: list[dict[str, Any]]) -> bool:
+    for sch in schemas:
+        types = sch.get("type", "object")
+        if "properties" in sch or "required" in sch or "object" in (types if isinstance(types, list) else [types]):
+            return True
+    return False
+
+
+def _shape(schemas: list[dict[str, Any]]) -> dict | None:
+    """The fields the cast reads for a node described by ``schemas`` (itself and its ``anyOf``
+    branches): name -> the child's shape; None when the node is read as a VARIANT."""
+    flat = [b for sch in schemas for b in _branches(sch)]
+    if not _may_be_object(flat):
+        return None
+    children: dict[str, list[dict[str, Any]]] = {}
+    for sch in flat:
+        for name in sch.get("required") or []:
+            children.setdefault(name, [])
+        for name, sub in (sch.get("properties") or {}).items():
+            children.setdefault(name, []).append(sub)
+    return {name: _shape(subs) if subs else {} for name, subs in children.items()}
+
+
+def _ddl(shape: dict | None) -> str:
+    if shape is None:
+        return "variant"
+    return "struct<" + ", ".join(f"{quote(n)}: {_ddl(s)}" for n, s in shape.items()) + ">"
+
 
 _lit = literal
+_casts = itertools.count()  # names of the lambda variables that bind a cast
 
 
 def _kind(node: _Node) -> str:
     """``STRING``, ``BIGINT``, ``DECIMAL(2,1)``, ``BOOLEAN``, ``VOID`` ... of a scalar variant."""
-    return f"schema_of_variant({node.get()})"
+    return f"schema_of_variant({node.value()})"
 
 
 def _is(node: _Node, json_type: str) -> str:
-    if json_type == "object":  # an empty struct: the cast checks the kind and copies nothing (a map copied every child)
-        return f"({node.get('struct<>')} IS NOT NULL)"
+    if json_type == "object":
+        return node.is_object()
     if json_type == "array":
         return f"({node.get('array<variant>')} IS NOT NULL)"
     if json_type == "string":
@@ -102,7 +184,7 @@ def _is(node: _Node, json_type: str) -> str:
     if json_type == "boolean":
         return f"({_kind(node)} = 'BOOLEAN')"
     if json_type == "null":
-        return f"is_variant_null({node.get()})"
+        return f"is_variant_null({node.value()})"
     if json_type == "number":
         return f"({_kind(node)} RLIKE {_lit(_NUMERIC_RE)})"
     if json_type == "integer":
@@ -148,12 +230,12 @@ def _rules(schema: dict[str, Any], node: _Node, name: str, depth: int = 0) -> li
         maximum = float(schema["maximum"])
         out.append((f"{name}: maximum", f"(NOT {_is(node, 'number')} OR {node.get('double')} <= CAST({maximum!r} AS DOUBLE))"))
     if "required" in schema:
-        present = _and([f"({node.child(r).get()} IS NOT NULL)" for r in schema["required"]])
-        out.append((f"{name}: required", f"({node.get()} IS NULL OR NOT {_is(node, 'object')} OR {present})"))
+        present = _and([node.child(r).present() for r in schema["required"]])
+        out.append((f"{name}: required", f"(NOT {node.present()} OR NOT {_is(node, 'object')} OR {present})"))
     for prop, sub in (schema.get("properties") or {}).items():
         child = node.child(prop)
         for rule, ok in _rules(sub, child, f"{name}.{prop}", depth):
-            out.append((rule, f"({child.get()} IS NULL OR {ok})"))
+            out.append((rule, f"(NOT {child.present()} OR {ok})"))
     if "items" in schema:
         items = schema["items"]
         if not isinstance(items, dict):
@@ -170,10 +252,15 @@ def violations_sql(schema: dict[str, Any], doc: str) -> str:
     """:func:`violations` as Spark SQL text, to embed in a larger SQL expression."""
     if not isinstance(doc, str):
         raise TypeError(f"doc must be the SQL text of a VARIANT (e.g. 'try_parse_json(value)'), not {type(doc).__name__}")
-    checks = [f"CASE WHEN NOT coalesce({ok}, true) THEN {_lit(name)} END" for name, ok in _rules(schema, _Node(doc), "$")]
+    shape = _shape([schema])
+    var = f"_cast{next(_casts)}"
+    root = _Shaped(doc, var, shape) if shape is not None else _Node(doc)
+    checks = [f"CASE WHEN NOT coalesce({ok}, true) THEN {_lit(name)} END" for name, ok in _rules(schema, root, "$")]
     # array_except, not filter(...): a higher-order function would run every check in the interpreter
     found = (f"array_except(array({', '.join(checks)}), array(CAST(NULL AS STRING)))" if checks
              else "CAST(array() AS array<string>)")
+    if shape is not None:  # the cast once, bound to `var` (as frames.let)
+        found = f"transform(array(try_variant_get({doc}, '$', {_lit(_ddl(shape))})), {var} -> {found})[0]"
     return f"CASE WHEN {doc} IS NULL THEN array({_lit(NOT_JSON)}) ELSE {found} END"
 
 
