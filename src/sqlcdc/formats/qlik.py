@@ -180,7 +180,8 @@ def is_skipped(bronze: DataFrame | None = None) -> Column:
     """
     valid, kind, inner = _inline(("MD",))
     problem = _metadata_problem(_metadata_cols(inner))
-    return F.coalesce(valid & (kind == "MD") & problem.isNull(), F.lit(False))
+    # the kind first, in a CASE: a data message (most records) skips the metadata rules
+    return F.coalesce(F.when(kind == "MD", valid & problem.isNull()), F.lit(False))
 
 
 def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
