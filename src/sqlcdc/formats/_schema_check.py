@@ -25,7 +25,6 @@ A violation is named ``<path>: <keyword>``, e.g. ``$.operation: enum``,
 
 from __future__ import annotations
 
-import itertools
 import json
 from functools import lru_cache
 from typing import Any, Iterable
@@ -131,9 +130,9 @@ class _Shaped(_Node):
         return f"({self.ref} IS NOT NULL OR {super().get()} IS NOT NULL)"  # OR: the fetch only for non-objects
 
 
-def _branches(schema: dict[str, Any]) -> list[dict[str, Any]]:
+def _alternatives(schema: dict[str, Any]) -> list[dict[str, Any]]:
     """``schema`` and the ``anyOf`` branches that apply to the same node."""
-    return [schema, *(b for sub in schema.get("anyOf") or [] for b in _branches(sub))]
+    return [schema, *(b for sub in schema.get("anyOf") or [] for b in _alternatives(sub))]
 
 
 def _may_be_object(schemas: list[dict[str, Any]]) -> bool:
@@ -147,7 +146,7 @@ def _may_be_object(schemas: list[dict[str, Any]]) -> bool:
 def _shape(schemas: list[dict[str, Any]]) -> dict | None:
     """The fields the cast reads for a node described by ``schemas`` (itself and its ``anyOf``
     branches): name -> the child's shape; None when the node is read as a VARIANT."""
-    flat = [b for sch in schemas for b in _branches(sch)]
+    flat = [b for sch in schemas for b in _alternatives(sch)]
     if not _may_be_object(flat):
         return None
     children: dict[str, list[dict[str, Any]]] = {}
@@ -166,7 +165,9 @@ def _ddl(shape: dict | None) -> str:
 
 
 _lit = literal
-_casts = itertools.count()  # names of the lambda variables that bind a cast
+_CAST = "_cast"
+"""The lambda variable that binds a document's cast. One name serves every call: a rule reads only
+its own document's cast, and a nested call (Qlik's wrapper inside its message) binds its own."""
 
 
 def _kind(node: _Node) -> str:
@@ -253,14 +254,13 @@ def violations_sql(schema: dict[str, Any], doc: str) -> str:
     if not isinstance(doc, str):
         raise TypeError(f"doc must be the SQL text of a VARIANT (e.g. 'try_parse_json(value)'), not {type(doc).__name__}")
     shape = _shape([schema])
-    var = f"_cast{next(_casts)}"
-    root = _Shaped(doc, var, shape) if shape is not None else _Node(doc)
+    root = _Shaped(doc, _CAST, shape) if shape is not None else _Node(doc)
     checks = [f"CASE WHEN NOT coalesce({ok}, true) THEN {_lit(name)} END" for name, ok in _rules(schema, root, "$")]
     # array_except, not filter(...): a higher-order function would run every check in the interpreter
     found = (f"array_except(array({', '.join(checks)}), array(CAST(NULL AS STRING)))" if checks
              else "CAST(array() AS array<string>)")
-    if shape is not None:  # the cast once, bound to `var` (as frames.let)
-        found = f"transform(array(try_variant_get({doc}, '$', {_lit(_ddl(shape))})), {var} -> {found})[0]"
+    if shape is not None:  # the cast once, bound to _CAST (as frames.let)
+        found = f"transform(array(try_variant_get({doc}, '$', {_lit(_ddl(shape))})), {_CAST} -> {found})[0]"
     return f"CASE WHEN {doc} IS NULL THEN array({_lit(NOT_JSON)}) ELSE {found} END"
 
 
