@@ -185,6 +185,7 @@ def test_the_pipeline_declarations_run_the_toy_producer(spark, tmp_path, monkeyp
     bronze = dp.queries["bronze_shop"]()
     assert bronze.count() == len(EVENTS)
     bronze.createOrReplaceTempView("bronze_shop")
+    dp.queries["decoded_shop__widgets"]().createOrReplaceTempView("decoded_shop__widgets")  # read by name
     silver = dp.queries["silver_widgets"]()
     silver.createOrReplaceTempView("silver_widgets")
     assert sorted((r.op, r.key["id"]) for r in silver.collect()) == [

@@ -250,19 +250,38 @@ def test_a_batch_sources_views_read_each_tables_part_by_name(spark, tmp_path, mo
     views = {name for name, out in registry.outputs.items() if type(out).__name__ == "TemporaryView"}
     assert views == {"quarantine_cesflows__cf_purchases", "quarantine_cesflows__cf_orders",
                      "dropped_cesflows__cf_purchases"}  # a dropped part only for the table with drop rules
+    decoded = {name for name, out in registry.outputs.items() if name.startswith("decoded_")}
+    assert decoded == {"decoded_cesflows__cf_purchases", "decoded_cesflows__cf_orders"}
+    assert {type(registry.outputs[name]).__name__ for name in decoded} == {"MaterializedView"}
     spark.sql(f"DROP TABLE IF EXISTS {source.bronze_table}")
     transport.read_bronze(spark, source, streaming=False).write.format("delta").saveAsTable(source.bronze_table)
+    flows = {f.name: f for f in registry.flows}
+
+    def tables_parts() -> dict:
+        """Each table's silver keys and quarantine part (rules, reason)."""
+        return {t: ([r.key["purchase_id"] for r in flows[f"silver_{t}"].func().collect()],
+                    sorted((r.rules, r.reason) for r in spark.table(f"quarantine_cesflows__{t}").collect()))
+                for t in ("cf_purchases", "cf_orders")}
+
     try:
-        flows = {f.name: f for f in registry.flows}
+        for name in sorted(decoded):  # stored once, as the pipeline does before silver and the parts read it
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
+            flows[name].func().write.format("delta").saveAsTable(name)
         for view in views:  # the views as SDP would resolve them, for the source's views to read by name
             flows[view].func().createOrReplaceTempView(view)
         quarantine = flows["quarantine_cesflows"].func().collect()
         dropped = flows["dropped_cesflows"].func().collect()
-        silver = {t: [r.key["purchase_id"] for r in flows[f"silver_{t}"].func().collect()] for t in ("cf_purchases", "cf_orders")}
+        parts = tables_parts()
+        # silver and the parts read the stored decode, not bronze: bronze emptied, they are the same
+        spark.sql(f"DELETE FROM {source.bronze_table}")
+        assert tables_parts() == parts
     finally:
         for view in views:
             spark.catalog.dropTempView(view)
-        spark.sql(f"DROP TABLE IF EXISTS {source.bronze_table}")
+        for name in (*decoded, source.bronze_table):
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
+    silver = {t: keys for t, (keys, _) in parts.items()}
+    assert [rules for rules, _ in parts["cf_purchases"][1]] == [["ces-decode"], ["positive_price"]]
     by_rule = sorted((r.rules[0], r.table_name or "") for r in quarantine)
     assert by_rule == [("ces-decode", "cf_purchases"), ("ces-unrouted", ""), ("positive_price", "cf_purchases")], \
         [(r.rules, r.table_name, r.reason) for r in quarantine]

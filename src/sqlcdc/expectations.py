@@ -249,6 +249,57 @@ def quarantine_of(decoded: Decoded, table: TableConfig, columns: Iterable[Any]) 
                         for n in model.QUARANTINE_COLUMNS])
 
 
+DECODED_COL = "_decoded"
+"""In :func:`checked_rows`: whether the record became a change."""
+RECORD_COL = "_record"
+"""In :func:`checked_rows`: for a record the decoder rejected, the row its quarantine row is made of."""
+
+
+def checked_rows(decoded: Decoded, table: TableConfig, columns: Iterable[Any]) -> DataFrame:
+    """Every record of one decode, checked, as one frame a batch source stores once per run and
+    silver, quarantine and dropped then read (:func:`stored_passed`, :func:`stored_quarantine`,
+    :func:`stored_dropped`) instead of each decoding bronze again. A change: the change columns
+    and the ``_dq_<action>`` rule names (:func:`check`), :data:`DECODED_COL` true; a rejected
+    record: :data:`DECODED_COL` false and :data:`RECORD_COL`, the decoder's row (with
+    :meth:`~sqlcdc.formats.Decoded.split`; else its quarantine row), the rest NULL. A decoder's
+    Python explanation of a reject runs on the read, for rejected records only."""
+    columns = list(columns)
+    dq = [_DQ[a] for a in ACTIONS]
+    if decoded.rows is None:  # changes and rejects are two frames: one union, NULLs for what a side lacks
+        good = check(decoded.changes, table, columns).select(*model.CHANGE_COLUMNS, *dq, F.lit(True).alias(DECODED_COL))
+        bad = decoded.quarantine.select(F.struct(*model.QUARANTINE_COLUMNS).alias(RECORD_COL),
+                                        F.lit(False).alias(DECODED_COL))
+        return good.unionByName(bad, allowMissingColumns=True)
+    src = "_decode"
+    checked = check(decoded.rows.select(F.struct("*").alias(src), *decoded.change), table, columns, keep=(src,))
+    ok = F.col(f"{src}._decoded")
+    return checked.select(*[F.when(ok, F.col(c)).alias(c) for c in (*model.CHANGE_COLUMNS, *dq)],
+                          ok.alias(DECODED_COL), F.when(~ok, F.col(src)).alias(RECORD_COL))
+
+
+def _changes_of(stored: DataFrame) -> DataFrame:
+    return frames.where(stored, F.col(DECODED_COL), "_change")
+
+
+def stored_passed(stored: DataFrame, table: TableConfig) -> DataFrame:
+    """Silver from :func:`checked_rows` (:func:`passed` of its changes)."""
+    return passed(_changes_of(stored), table)
+
+
+def stored_quarantine(stored: DataFrame, table: TableConfig, rejected: Sequence[Column] = ()) -> DataFrame:
+    """The quarantine rows of :func:`checked_rows`: the rejected records (``rejected``: the decoder's
+    quarantine-row columns over its rows, :attr:`~sqlcdc.formats.Decoded.rejected`; none when the
+    stored record is the quarantine row) and the changes a ``quarantine`` rule failed."""
+    bad = frames.where(stored, ~F.col(DECODED_COL), "_rejected").select(f"{RECORD_COL}.*")
+    bad = bad.select(*rejected) if rejected else bad.select(*model.QUARANTINE_COLUMNS)
+    return bad.unionByName(quarantined(_changes_of(stored), table))
+
+
+def stored_dropped(stored: DataFrame, table: TableConfig) -> DataFrame:
+    """The changes of :func:`checked_rows` an ``expect_or_drop`` rule removed (:func:`dropped`)."""
+    return dropped(_changes_of(stored), table)
+
+
 def quarantined(checked: DataFrame, table: TableConfig) -> DataFrame:
     """Rows failing a ``quarantine`` rule, as quarantine rows (:data:`sqlcdc.model.QUARANTINE_COLUMNS`);
     ``raw`` is the canonical change as JSON, ``rules`` the failed quarantine rules."""

@@ -208,14 +208,20 @@ def _checked(decoder, table: TableConfig, cols, bronze) -> DataFrame:
     return expectations.check(decoder.decode(bronze(), table, cols).changes, table, cols)
 
 
-def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec],
-                  bronze: Callable[[], DataFrame]) -> dict[str, Callable[[], DataFrame]]:
+def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec], bronze: Callable[[], DataFrame],
+                  read_decoded: Callable[[], DataFrame] | None = None) -> dict[str, Callable[[], DataFrame]]:
     """A table's flow queries by name, each a function of no arguments as SDP calls it: ``silver``
     (changes that pass the table's expectations), ``quarantine`` (records that did not decode, and
     changes a quarantine rule failed), ``dropped`` (changes an ``expect_or_drop`` rule removed; for
     a table without drop rules no rows, and no decode: :func:`sqlcdc.expectations.none_dropped`).
     ``bronze`` gives the source's records the decoder reads.
-    ``tests/connect_resolution.py`` resolves the same functions on Spark Connect."""
+    ``tests/connect_resolution.py`` resolves the same functions on Spark Connect.
+
+    A batch decoder's table (recomputed each run) also has ``decoded``: every record decoded and
+    checked once (:func:`sqlcdc.expectations.checked_rows`), which the pipeline stores and the
+    other three read back with ``read_decoded`` (default: ``decoded`` itself, one plan)."""
+    if not formats.get(table.source.format).streaming:
+        return _stored_queries(decoder, table, cols, bronze, read_decoded)
 
     def quarantine() -> DataFrame:
         # One flow for both parts, not two: SDP resolves every flow into quarantine_<source> again
@@ -229,6 +235,32 @@ def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec],
 
     return {
         "silver": lambda: expectations.passed(_checked(decoder, table, cols, bronze), table),
+        "quarantine": quarantine,
+        "dropped": dropped,
+    }
+
+
+def _stored_queries(decoder, table: TableConfig, cols: list[ColumnSpec], bronze: Callable[[], DataFrame],
+                    read_decoded: Callable[[], DataFrame] | None) -> dict[str, Callable[[], DataFrame]]:
+    """:func:`table_queries` of a batch decoder's table: ``decoded`` once, the rest read from it."""
+
+    def decoded() -> DataFrame:
+        return expectations.checked_rows(decoder.decode(bronze(), table, cols), table, cols)
+
+    stored = read_decoded or decoded
+
+    def quarantine() -> DataFrame:
+        # The decode again, for its reject columns only (names over its rows), not for its plan.
+        return expectations.stored_quarantine(stored(), table, decoder.decode(bronze(), table, cols).rejected)
+
+    def dropped() -> DataFrame:
+        if not expectations.drops(table):
+            return expectations.none_dropped(bronze(), table)
+        return expectations.stored_dropped(stored(), table)
+
+    return {
+        "decoded": decoded,
+        "silver": lambda: expectations.stored_passed(stored(), table),
         "quarantine": quarantine,
         "dropped": dropped,
     }
@@ -319,7 +351,8 @@ def _readers(decoder, envelope: dict | None,
 
 def part_view(kind: str, table: TableConfig) -> str:
     """The temporary view holding ``table``'s part (``kind``: ``quarantine`` or ``dropped``) of its
-    batch source's view of that kind. Each part is a whole decode (~70-90 of the 100 plan levels
+    batch source's view of that kind; with ``decoded``, the materialized view of its records decoded
+    once a run (:func:`sqlcdc.expectations.checked_rows`), which silver and the parts read. Each part is a whole decode (~70-90 of the 100 plan levels
     SDP can send for one flow, up to megabytes for a wide table), so the source's view reads the
     parts by name and its own plan stays shallow and small whatever the number of tables: as one
     union, a CES source of ~30 tables was too deep to define, and 41 change tables of 60 columns
@@ -366,8 +399,13 @@ def source_dropped_query(decoded: list[TableConfig], bronze: Callable[[], DataFr
 
 def _batch_table(decoder, table: TableConfig, bronze) -> None:
     cols = list(columns(table))
-    queries = table_queries(decoder, table, cols, bronze)
+    decoded = part_view("decoded", table)
+    queries = table_queries(decoder, table, cols, bronze, read_decoded=lambda: spark().read.table(decoded))
     silver = queries["silver"]
+    dp.materialized_view(
+        name=decoded,
+        comment=f"Every record of {table.qualified} decoded and checked once a run; silver, quarantine and dropped read it.",
+    )(queries["decoded"])
 
     if runtime.is_databricks():  # pragma: no cover
         silver = _databricks_checked_view(decoder, table, cols, bronze, silver)
@@ -399,7 +437,7 @@ def _record_if_reshaped(table: TableConfig, cols: list[ColumnSpec]) -> bool:
     )
     if change is None:
         return False
-    names = [table.silver_table]
+    names = [part_view("decoded", table), table.silver_table]
     if not gold.applied_after_run():  # gold declared in the pipeline is rebuilt with it (sqlcdc.gold rebuilds its own)
         names += [gold.target(table, t) for t in table.scd_types]
     reshape.record(marker, names, f"the columns of {table.qualified} changed ({change})")
