@@ -11,6 +11,11 @@ its metadata message) as landed files, then times on one Spark session:
   and the expectations, rows to the ``noop`` sink;
 - **quarantine**: the decode's quarantine rows of the same bronze (most are empty: a fair history).
 
+With ``--flows``, per batch producer (change tables, CES, Qlik: silver recomputed each run) also
+what a run's table flows cost together, two ways: **each decoding** (silver and quarantine each
+decode bronze, as before 2026-11-30) and **decode once** (the records decoded and checked once,
+written to Delta as ``decoded_<source>__<table>``, silver and quarantine read from it).
+
 Each timing is the best of ``--repeat`` with the floor and the two frames interleaved, so load from
 other processes hits them alike. Prints records/s and the ratio to the floor. Not a test.
 
@@ -53,6 +58,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", default=",".join(PRODUCERS))
+    ap.add_argument("--flows", action="store_true", help="also time a batch table's flows: each decoding vs decode once")
     args = ap.parse_args()
     producers = [p for p in args.only.split(",") if p]
 
@@ -92,13 +98,30 @@ def main() -> None:
             def run(df) -> None:
                 df.write.format("noop").mode("overwrite").save()
 
+            def each_decoding() -> None:  # silver and the table's quarantine part, each a decode
+                run(silver())
+                run(expectations.quarantine_of(decoded(), table, cols))
+
+            def decode_once() -> None:  # pipeline.table_queries of a batch table, its decode stored
+                stored = str(base / f"decoded_{producer}")
+                expectations.checked_rows(decoded(), table, cols).write.format("delta").mode("overwrite").save(stored)
+                frame = spark.read.format("delta").load(stored)
+                run(expectations.stored_passed(frame, table))
+                run(expectations.stored_quarantine(frame, table, decoded().rejected))
+
+            timed = [("floor", floor), ("silver", silver), ("quarantine", lambda: decoded().quarantine)]
+            if args.flows and not decoder.streaming:
+                timed += [("each decoding", each_decoding), ("decode once", decode_once)]
+
             n_silver = silver().count()
             run(silver())  # warm-up: JIT, file listing
-            best = {"floor": float("inf"), "silver": float("inf"), "quarantine": float("inf")}
+            best = {name: float("inf") for name, _ in timed}
             for _ in range(args.repeat):
-                for name, frame in (("floor", floor), ("silver", silver), ("quarantine", lambda: decoded().quarantine)):
+                for name, work in timed:
                     t0 = time.perf_counter()
-                    run(frame())
+                    out = work()
+                    if out is not None:
+                        run(out)
                     best[name] = min(best[name], time.perf_counter() - t0)
             n = landed[producer]
             rows.append((producer, n, n_silver, best))
@@ -109,6 +132,13 @@ def main() -> None:
         for producer, n, _, best in rows:
             print(f"  {producer:<9} {n:>9,} {n / best['floor']:>12,.0f} {n / best['silver']:>13,.0f} "
                   f"{best['floor'] / best['silver']:>9.2f} {n / best['quarantine']:>17,.0f}")
+        flows = [(producer, n, best) for producer, n, _, best in rows if "decode once" in best]
+        if flows:
+            print()
+            print(f"  {'producer':<9} {'records':>9} {'flows, each decoding':>21} {'decode once':>12} {'ratio':>6}")
+            for producer, n, best in flows:
+                print(f"  {producer:<9} {n:>9,} {best['each decoding']:>19.2f} s {best['decode once']:>10.2f} s "
+                      f"{best['each decoding'] / best['decode once']:>6.2f}")
         spark.stop()
     finally:
         shutil.rmtree(base, ignore_errors=True)

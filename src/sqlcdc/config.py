@@ -133,6 +133,12 @@ class TableConfig:
         return self.targets.get("silver", f"silver_{self.name}")
 
     @property
+    def decoded_table(self) -> str:
+        """A batch source's table: its records decoded once a run, which silver and the source's
+        quarantine and dropped read (:func:`sqlcdc.expectations.checked_rows`)."""
+        return f"decoded_{self.source.name}__{self.name}"
+
+    @property
     def scd1_table(self) -> str:
         return self.targets.get("scd1", f"gold_{self.name}_scd1")
 

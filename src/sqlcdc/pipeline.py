@@ -351,8 +351,8 @@ def _readers(decoder, envelope: dict | None,
 
 def part_view(kind: str, table: TableConfig) -> str:
     """The temporary view holding ``table``'s part (``kind``: ``quarantine`` or ``dropped``) of its
-    batch source's view of that kind; with ``decoded``, the materialized view of its records decoded
-    once a run (:func:`sqlcdc.expectations.checked_rows`), which silver and the parts read. Each part is a whole decode (~70-90 of the 100 plan levels
+    batch source's view of that kind (the parts, like silver, read the table's records decoded once
+    a run: ``TableConfig.decoded_table``). Each part is a whole decode (~70-90 of the 100 plan levels
     SDP can send for one flow, up to megabytes for a wide table), so the source's view reads the
     parts by name and its own plan stays shallow and small whatever the number of tables: as one
     union, a CES source of ~30 tables was too deep to define, and 41 change tables of 60 columns
@@ -399,7 +399,7 @@ def source_dropped_query(decoded: list[TableConfig], bronze: Callable[[], DataFr
 
 def _batch_table(decoder, table: TableConfig, bronze) -> None:
     cols = list(columns(table))
-    decoded = part_view("decoded", table)
+    decoded = table.decoded_table
     queries = table_queries(decoder, table, cols, bronze, read_decoded=lambda: spark().read.table(decoded))
     silver = queries["silver"]
     dp.materialized_view(
@@ -437,7 +437,7 @@ def _record_if_reshaped(table: TableConfig, cols: list[ColumnSpec]) -> bool:
     )
     if change is None:
         return False
-    names = [part_view("decoded", table), table.silver_table]
+    names = [table.decoded_table, table.silver_table]
     if not gold.applied_after_run():  # gold declared in the pipeline is rebuilt with it (sqlcdc.gold rebuilds its own)
         names += [gold.target(table, t) for t in table.scd_types]
     reshape.record(marker, names, f"the columns of {table.qualified} changed ({change})")

@@ -42,11 +42,14 @@ _CODE = Path(__file__).resolve().parents[1]  # the sqlcdc package
 
 
 def datasets(cfg: PipelineConfig, source: SourceConfig) -> list[str]:
-    """The pipeline's tables that hold ``source``'s data: bronze, quarantine, dropped, each silver."""
+    """The pipeline's tables that hold ``source``'s data: bronze, quarantine, dropped, each silver
+    (and, for a batch source, each table's records decoded once, which silver reads)."""
     names = [source.bronze_table, source.quarantine_table]
     tables = cfg.tables_of(source.name)
     if tables:
         names.append(dq_metrics.dropped_table(source))
+    if not formats.get(source.format).streaming:
+        names += [t.decoded_table for t in tables]
     return names + [t.silver_table for t in tables]
 
 
