@@ -32,7 +32,6 @@ from sqlcdc.names import RESERVED_LIST, reserved, unstorable
 from sqlcdc.rules import load_expectations_file, normalize_expectations
 
 
-
 class ConfigError(Exception):
     """Config problems, all of them: ``problems`` lists ``file:line: field: message`` strings."""
 
@@ -133,9 +132,7 @@ class TableConfig:
         return self.targets.get("silver", f"silver_{self.name}")
 
     @property
-    def decoded_table(self) -> str:
-        """A batch source's table: its records decoded once a run, which silver and the source's
-        quarantine and dropped read (:func:`sqlcdc.expectations.checked_rows`)."""
+    def decoded_table(self) -> str:  # a batch source's records decoded once a run: expectations.checked_rows
         return f"decoded_{self.source.name}__{self.name}"
 
     @property
