@@ -69,8 +69,8 @@ def spark(tmp_path_factory):
             "spark.default.parallelism": "2",
             "spark.sql.warehouse.dir": str(wh),
             # Interpreted expressions, no generated Java: on the tests' few rows, compiling the code of
-            # the wide decode and gold plans (Janino) costs more than running them. Four slow tests
-            # took 167 s instead of 216 s serially (docs/testing.md). The real runs of the e2e files
+            # the wide decode and gold plans (Janino) costs more than running them (measured in
+            # docs/testing.md, "Spark settings for tests"). The real runs of the e2e files
             # (`sqlcdc run`, their own JVM) keep Spark's code generation, as users have it.
             "spark.sql.codegen.wholeStage": "false",
             "spark.sql.codegen.factoryMode": "NO_CODEGEN",
