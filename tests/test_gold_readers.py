@@ -113,8 +113,17 @@ def _deletion_vector_adds(path: str) -> int:
     return n
 
 
-def test_delta_rs_reads_scd1_and_scd2_gold_as_spark_does(spark, tmp_path):
-    t1, t2 = _build(spark, tmp_path)
+@pytest.fixture(scope="module")
+def built(spark, tmp_path_factory) -> Path:
+    """The folder of one :func:`_build` (no deletion vectors), shared by the tests that only read it:
+    two SCD1 and two SCD2 applies cost ~15 s."""
+    root = tmp_path_factory.mktemp("gold")
+    _build(spark, root)
+    return root
+
+
+def test_delta_rs_reads_scd1_and_scd2_gold_as_spark_does(spark, built):
+    t1, t2 = str(built / "gold_scd1"), str(built / "gold_scd2")
 
     rs1, sp1 = _by_delta_rs(t1), _by_spark(spark, t1)
     assert rs1 == sp1
@@ -127,9 +136,8 @@ def test_delta_rs_reads_scd1_and_scd2_gold_as_spark_does(spark, tmp_path):
     assert list(deltalake.DeltaTable(t2).to_pandas().columns) == ["id", "name", "city", START_AT, END_AT]
 
 
-def test_no_gold_table_or_side_table_has_a_reader_feature_delta_rs_lacks(spark, tmp_path):
-    _build(spark, tmp_path)
-    tables = sorted(p for p in tmp_path.iterdir() if (p / "_delta_log").is_dir())
+def test_no_gold_table_or_side_table_has_a_reader_feature_delta_rs_lacks(spark, built):
+    tables = sorted(p for p in built.iterdir() if (p / "_delta_log").is_dir())
     # The targets and the engine's side tables beside them (key states, the SCD2 change log).
     assert [p.name for p in tables] == ["gold_scd1", "gold_scd1__state", "gold_scd2", "gold_scd2__changes",
                                         "gold_scd2__state"]
@@ -139,8 +147,8 @@ def test_no_gold_table_or_side_table_has_a_reader_feature_delta_rs_lacks(spark, 
         assert detail.minReaderVersion == 1 and "deletionVectors" not in detail.tableFeatures, p.name
         assert len(deltalake.DeltaTable(str(p)).to_pandas()) == spark.read.format("delta").load(str(p)).count()
     # The SCD2 change log holds every change applied, as delta-rs reads it too.
-    assert len(deltalake.DeltaTable(str(tmp_path / "gold_scd2__changes")).to_pandas()) == len(INITIAL + INCREMENT)
-    assert _deletion_vector_adds(str(tmp_path / "gold_scd2")) == 0
+    assert len(deltalake.DeltaTable(str(built / "gold_scd2__changes")).to_pandas()) == len(INITIAL + INCREMENT)
+    assert _deletion_vector_adds(str(built / "gold_scd2")) == 0
 
 
 def test_deletion_vectors_true_gives_scd2_gold_deletion_vectors(spark, tmp_path):
