@@ -212,14 +212,16 @@ def _copies(good: DataFrame, identity: list[str], content: Column, *, agree: tup
     )
 
 
-def _deduplicated(good: DataFrame) -> DataFrame:
+def _deduplicated(good: DataFrame, apart: tuple[str, ...] = ()) -> DataFrame:
     """:func:`_copies` of all-changes rows, identity (start_lsn, seqval, operation), compared on
     update mask and image (a missing command id is not a difference, another one is), plus per
-    (start_lsn, seqval) ``_old_conflict``/``_new_conflict`` (the operation 3 / 4 rows there conflict)."""
-    position = Window.partitionBy("_start", "_seq")
+    (start_lsn, seqval) ``_old_conflict``/``_new_conflict`` (the operation 3 / 4 rows there conflict).
+    ``apart``: columns whose values split the rows into groups compared only among themselves (a
+    frame that keeps its unreadable rows puts them apart from the readable ones)."""
+    position = Window.partitionBy(*apart, "_start", "_seq")
     # compared as JSON text: any column type compares, and a typed value has one spelling
     content = F.to_json(F.struct(F.col("_mask").alias("m"), F.col("_img").alias("i")))
-    good = _copies(good, ["_start", "_seq", "_op"], content, agree=("_cmd",))
+    good = _copies(good, [*apart, "_start", "_seq", "_op"], content, agree=("_cmd",))
     return good.select(
         "*",
         F.coalesce(F.max(F.col("_conflict") & (F.col("_op") == _OP_UPDATE_OLD)).over(position), F.lit(False)).alias("_old_conflict"),
@@ -241,14 +243,17 @@ def lob_provided(columns: list[ColumnSpec], is_update: Column, image: Column, ma
 
 def quarantine(df: DataFrame, table: TableConfig, reason: Column) -> DataFrame:
     """Quarantine rows of ``table`` (rule ``decode``), the reason naming capture instance and file."""
-    return df.select(
-        *model.quarantine_row(
-            source_name=table.source.name,
-            source_format=NAME,
-            table_name=table.name,
-            reason=F.format_string("%s (capture instance %s, file %s)", reason, F.lit(table_capture_instance(table)), F.col("source_file")),
-            rules=F.array(F.lit("decode")),
-        )
+    return df.select(*quarantine_columns(table, reason))
+
+
+def quarantine_columns(table: TableConfig, reason: Column) -> list[Column]:
+    """The columns of :func:`quarantine` over a bronze-derived frame."""
+    return model.quarantine_row(
+        source_name=table.source.name,
+        source_format=NAME,
+        table_name=table.name,
+        reason=F.format_string("%s (capture instance %s, file %s)", reason, F.lit(table_capture_instance(table)), F.col("source_file")),
+        rules=F.array(F.lit("decode")),
     )
 
 

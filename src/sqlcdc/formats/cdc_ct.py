@@ -164,14 +164,14 @@ from typing import Iterable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sqlcdc import dlt_meta, frames, lsn, model
+from sqlcdc import dlt_meta, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _ct_net
 from sqlcdc.formats._ct_exports import UNREADABLE, read_bronze
 from sqlcdc.formats._ct_names import (NAME, OPERATION, ROW_FILTERS, SEQVAL, START_LSN, capture_instance_col, changes_function,
                                       row_filter, table_capture_instance)
 from sqlcdc.formats._ct_values import _deduplicated, _parsed, changed_from_mask, lob_provided, table_option
-from sqlcdc.formats._ct_values import quarantine as _q
+from sqlcdc.formats._ct_values import quarantine_columns as _q_columns
 from sqlcdc.formats._masks import mask_has
 from sqlcdc.values import VALUE_WARNINGS_COL, ColumnSpec
 
@@ -263,29 +263,23 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         return _ct_net.decode(_parsed(bronze, table, columns, net=True), table, columns)
     keys = list(table.keys)
     ci = table_capture_instance(table)
+    # One frame, each landed row read once (Decoded.split): a row is unreadable (`_ok` false), in
+    # conflict, a lone update half, a change, or left out (another copy of a row already taken; an
+    # update's operation 3 row, which its operation 4 row carries). Every window is split by the
+    # groups (`_ok`, `_g`, `_chg`), so it sees the rows it saw as a frame of its own.
     parsed = _parsed(bronze, table, columns)
-    bad = _q(frames.where(parsed, F.size("_reasons") > 0, "_bad"), table, F.array_join(F.col("_reasons"), "; "))
-
+    ok = F.col("_ok")
     # One row per change-table row: the same row landed twice is kept once (lowest record_id), the
     # other copies are duplicates (counted by the run's balance, see duplicates()); different rows
     # at one (start_lsn, seqval, operation) are a conflict: all of them go to quarantine.
-    # (no .drop(): Spark Connect resolves drop() eagerly, which fails inside SDP flow registration;
-    # later selects are explicit, so the helper columns go no further.)
-    checked = _deduplicated(frames.where(parsed, F.size("_reasons") == 0, "_good"))
-    conflicts = checked.where(F.col("_conflict") & (F.col("_copy") == 1))
-    conflict_q = _q(
-        conflicts,
-        table,
-        F.format_string(
-            f"conflicting rows at {START_LSN} 0x%s, {SEQVAL} 0x%s, {OPERATION} %d: %d different rows landed for "
-            "one change-table row (in %s); none of them is applied",
-            F.col("_start"), F.col("_seq"), F.col("_op"), F.col("_variants"), F.array_join(F.col("_files"), ", ")),
-    )
-    good = checked.where(~F.col("_conflict") & (F.col("_dup") == 1))
+    checked = _deduplicated(parsed.select("*", (F.size("_reasons") == 0).alias("_ok")), apart=("_ok",))
+    conflicted = ok & F.col("_conflict") & (F.col("_copy") == 1)
+    good = checked.select("*", (ok & ~F.col("_conflict") & (F.col("_dup") == 1)).alias("_g"))
 
     # Debezium's event_serial_no: rows consumed so far at this (commit LSN, seqval) position.
-    at_position = Window.partitionBy("_start", "_seq").orderBy(F.col("_cmd").asc_nulls_first(), "_op", "record_id")
-    whole_position = Window.partitionBy("_start", "_seq").rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    at_position = Window.partitionBy("_g", "_start", "_seq").orderBy(F.col("_cmd").asc_nulls_first(), "_op", "record_id")
+    whole_position = Window.partitionBy("_g", "_start", "_seq").rowsBetween(Window.unboundedPreceding,
+                                                                            Window.unboundedFollowing)
     warn = table.bad_values == "warn"  # then _parsed gave each row its VALUE_WARNINGS_COL
     old_image = F.struct(F.col("_img").alias("img"), F.col("_mask").alias("mask"), F.col("record_id").alias("rid"),
                          *([F.col(VALUE_WARNINGS_COL).alias("warn")] if warn else []))
@@ -300,37 +294,38 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     )
     # row filter 'all': an update is its operation 4 row alone (no before image), not a half missing
     after_only = F.lit(row_filter(table) == "all")
-    lone_old = good.where((F.col("_op") == OP_UPDATE_OLD) & (F.col("_has_new") == 0))
-    lone_new = good.where((F.col("_op") == OP_UPDATE_NEW) & (F.col("_has_old") == 0) & ~after_only)
-    lone = _q(
-        lone_old,
-        table,
-        F.when(F.col("_new_conflict"), F.format_string(
+    g, op = F.col("_g"), F.col("_op")
+    lone_old = g & (op == OP_UPDATE_OLD) & (F.col("_has_new") == 0)
+    lone_new = g & (op == OP_UPDATE_NEW) & (F.col("_has_old") == 0) & ~after_only
+    is_change = g & (op.isin(OP_DELETE, OP_INSERT) | ((op == OP_UPDATE_NEW) & ((F.col("_has_old") == 1) | after_only)))
+    position = (F.col("_start"), F.col("_seq"))
+    why = (
+        F.when(~ok, F.array_join(F.col("_reasons"), "; "))
+        .when(conflicted, F.format_string(
+            f"conflicting rows at {START_LSN} 0x%s, {SEQVAL} 0x%s, {OPERATION} %d: %d different rows landed for "
+            "one change-table row (in %s); none of them is applied",
+            *position, op, F.col("_variants"), F.array_join(F.col("_files"), ", ")))
+        .when(lone_old & F.col("_new_conflict"), F.format_string(
             f"update before-image ({OPERATION} 3) at {START_LSN} 0x%s, {SEQVAL} 0x%s: its after-image rows "
-            "(operation 4) conflict (quarantined)", F.col("_start"), F.col("_seq")),
-        ).otherwise(F.format_string(
+            "(operation 4) conflict (quarantined)", *position))
+        .when(lone_old, F.format_string(
             f"update before-image ({OPERATION} 3) at {START_LSN} 0x%s, {SEQVAL} 0x%s has no after-image "
-            "(operation 4) in the landed exports", F.col("_start"), F.col("_seq"))),
-    ).unionByName(
-        _q(
-            lone_new,
-            table,
-            F.when(F.col("_old_conflict"), F.format_string(
-                f"update after-image ({OPERATION} 4) at {START_LSN} 0x%s, {SEQVAL} 0x%s: its before-image rows "
-                "(operation 3) conflict (quarantined)", F.col("_start"), F.col("_seq")),
-            ).otherwise(F.format_string(
-                f"update after-image ({OPERATION} 4) at {START_LSN} 0x%s, {SEQVAL} 0x%s has no before-image "
-                "(operation 3) in the landed exports (exported with row filter 'all'? then set options.row_filter: all)",
-                F.col("_start"), F.col("_seq"))),
-        )
+            "(operation 4) in the landed exports", *position))
+        .when(lone_new & F.col("_old_conflict"), F.format_string(
+            f"update after-image ({OPERATION} 4) at {START_LSN} 0x%s, {SEQVAL} 0x%s: its before-image rows "
+            "(operation 3) conflict (quarantined)", *position))
+        .when(lone_new, F.format_string(
+            f"update after-image ({OPERATION} 4) at {START_LSN} 0x%s, {SEQVAL} 0x%s has no before-image "
+            "(operation 3) in the landed exports (exported with row filter 'all'? then set options.row_filter: all)",
+            *position))
     )
-
-    changes = good.where(F.col("_op").isin(OP_DELETE, OP_INSERT)
-                         | ((F.col("_op") == OP_UPDATE_NEW) & ((F.col("_has_old") == 1) | after_only)))
-    op = F.col("_op")
+    rows = good.select("*", is_change.alias("_chg"), why.alias("_why"))
+    rows = rows.where(F.col("_chg") | F.col("_why").isNotNull())
+    chg = F.col("_chg")
+    op = F.when(chg, op)  # the change columns below read change rows only (NULL elsewhere: nothing to raise)
     is_update = op == OP_UPDATE_NEW
-    mask = F.when(is_update, F.coalesce(F.col("_mask"), F.col("_old.mask"))).otherwise(F.col("_mask"))
-    changes = changes.select("*", mask.alias("_change_mask"))
+    mask = F.when(is_update, F.coalesce(F.col("_mask"), F.col("_old.mask"))).otherwise(F.when(chg, F.col("_mask")))
+    rows = rows.select("*", mask.alias("_change_mask"))
     cm = F.col("_change_mask")
 
     # LOBs: NULL in operation 3 (or 4) with a clear mask bit = not provided (see the module docstring).
@@ -347,29 +342,29 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             before_fields.append(old_v.alias(c.name))
     provided = lob_provided(columns, is_update, F.col("_img"), cm)
     before = F.when(op == OP_DELETE, F.col("_img")).when(is_update & (F.col("_has_old") == 1), F.struct(*before_fields))
-    after = F.when(op != OP_DELETE, F.col("_img"))
-    image = F.col("_img")  # the before image for a delete, the after image otherwise
+    after = F.when(op.isNotNull() & (op != OP_DELETE), F.col("_img"))
+    image = F.when(chg, F.col("_img"))  # the before image for a delete, the after image otherwise
     canon_op = F.when(op == OP_DELETE, F.lit(model.DELETE)).when(op == OP_INSERT, F.lit(model.INSERT)).otherwise(F.lit(model.UPDATE))
     op_code = F.when(is_update, F.lit("U")).otherwise(op.cast("string"))
 
     # The sequence (module docstring): Debezium's (seqval, serial), re-dealt in command order per commit.
-    changes = changes.select("*", F.when(is_update, F.lit(OP_UPDATE_OLD)).otherwise(op).alias("_op_rank"))
-    by_command = Window.partitionBy("_start").orderBy(
+    rows = rows.select("*", F.when(is_update, F.lit(OP_UPDATE_OLD)).otherwise(op).alias("_op_rank"))
+    by_command = Window.partitionBy("_chg", "_start").orderBy(
         F.col("_cmd").asc_nulls_first(), F.when(F.col("_cmd").isNotNull(), F.col("_op_rank")), "_seq", "_serial"
     )
     by_seqval = Window.partitionBy("_start").orderBy("_seq", "_serial")
-    ranked = changes.select("*", F.row_number().over(by_command).alias("_rank"))
-    slots = changes.select(
+    ranked = rows.select("*", F.row_number().over(by_command).alias("_rank"))
+    slots = rows.where(chg).select(
         F.col("_start").alias("_slot_start"),
         F.row_number().over(by_seqval).alias("_slot_rank"),
         F.col("_seq").alias("_slot_seq"),
         F.col("_serial").alias("_slot_serial"),
     )
     ranked = ranked.join(
-        slots, (ranked["_start"] == slots["_slot_start"]) & (ranked["_rank"] == slots["_slot_rank"]), "inner"
-    )
+        slots, ranked["_chg"] & (ranked["_start"] == slots["_slot_start"]) & (ranked["_rank"] == slots["_slot_rank"]),
+        "left")
 
-    out = ranked.select(
+    change = (
         *model.change_row(
             change_id=F.concat_ws(":", F.lit(NAME), F.lit(ci), F.col("_start"), F.col("_seq"), op_code),
             source_format=NAME,
@@ -391,9 +386,9 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             bronze_record_id=F.concat_ws(",", F.col("record_id"), F.col("_old.rid")),
             value_warnings=F.array_distinct(F.concat(F.col(VALUE_WARNINGS_COL), F.coalesce(
                 F.col("_old.warn"), F.array().cast("array<string>")))) if warn else None,
-        )
+        ),
     )
-    return Decoded(changes=out, quarantine=bad.unionByName(lone).unionByName(conflict_q))
+    return Decoded.split(ranked, chg, change, _q_columns(table, F.col("_why")))
 
 
 def duplicates(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> DataFrame:
