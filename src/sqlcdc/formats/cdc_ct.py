@@ -342,7 +342,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
             before_fields.append(old_v.alias(c.name))
     provided = lob_provided(columns, is_update, F.col("_img"), cm)
     before = F.when(op == OP_DELETE, F.col("_img")).when(is_update & (F.col("_has_old") == 1), F.struct(*before_fields))
-    after = F.when(op.isNotNull() & (op != OP_DELETE), F.col("_img"))
+    after = F.when(op != OP_DELETE, F.col("_img"))
     image = F.when(chg, F.col("_img"))  # the before image for a delete, the after image otherwise
     canon_op = F.when(op == OP_DELETE, F.lit(model.DELETE)).when(op == OP_INSERT, F.lit(model.INSERT)).otherwise(F.lit(model.UPDATE))
     op_code = F.when(is_update, F.lit("U")).otherwise(op.cast("string"))
@@ -364,29 +364,27 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
         slots, ranked["_chg"] & (ranked["_start"] == slots["_slot_start"]) & (ranked["_rank"] == slots["_slot_rank"]),
         "left")
 
-    change = (
-        *model.change_row(
-            change_id=F.concat_ws(":", F.lit(NAME), F.lit(ci), F.col("_start"), F.col("_seq"), op_code),
-            source_format=NAME,
-            table_name=table.name,
-            op=canon_op,
-            key=F.struct(*[image[k].alias(k) for k in keys]),
-            before=before,
-            after=after,
-            sequence=lsn.sequence(F.col("_start"), F.col("_slot_seq"), F.col("_slot_serial")),
-            source_server=table_option(table, "server"),
-            source_database=table_option(table, "database"),
-            source_schema=F.lit(table.schema),
-            source_table=F.lit(table.table),
-            provided_columns=provided,
-            changed_columns=changed_from_mask(cm, columns),
-            commit_time=F.col("_commit_time"),
-            transaction_id=F.col("_start"),
-            # An update is two change-table rows: lineage names both (op 4's, then op 3's).
-            bronze_record_id=F.concat_ws(",", F.col("record_id"), F.col("_old.rid")),
-            value_warnings=F.array_distinct(F.concat(F.col(VALUE_WARNINGS_COL), F.coalesce(
-                F.col("_old.warn"), F.array().cast("array<string>")))) if warn else None,
-        ),
+    change = model.change_row(
+        change_id=F.concat_ws(":", F.lit(NAME), F.lit(ci), F.col("_start"), F.col("_seq"), op_code),
+        source_format=NAME,
+        table_name=table.name,
+        op=canon_op,
+        key=F.struct(*[image[k].alias(k) for k in keys]),
+        before=before,
+        after=after,
+        sequence=lsn.sequence(F.col("_start"), F.col("_slot_seq"), F.col("_slot_serial")),
+        source_server=table_option(table, "server"),
+        source_database=table_option(table, "database"),
+        source_schema=F.lit(table.schema),
+        source_table=F.lit(table.table),
+        provided_columns=provided,
+        changed_columns=changed_from_mask(cm, columns),
+        commit_time=F.col("_commit_time"),
+        transaction_id=F.col("_start"),
+        # An update is two change-table rows: lineage names both (op 4's, then op 3's).
+        bronze_record_id=F.concat_ws(",", F.col("record_id"), F.col("_old.rid")),
+        value_warnings=F.array_distinct(F.concat(F.col(VALUE_WARNINGS_COL), F.coalesce(
+            F.col("_old.warn"), F.array().cast("array<string>")))) if warn else None,
     )
     return Decoded.split(ranked, chg, change, _q_columns(table, F.col("_why")))
 
