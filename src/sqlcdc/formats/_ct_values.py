@@ -241,13 +241,9 @@ def lob_provided(columns: list[ColumnSpec], is_update: Column, image: Column, ma
     return F.when(F.size(lobs) > 0, F.array_except(F.array(*[F.lit(c.name) for c in columns]), lobs))
 
 
-def quarantine(df: DataFrame, table: TableConfig, reason: Column) -> DataFrame:
-    """Quarantine rows of ``table`` (rule ``decode``), the reason naming capture instance and file."""
-    return df.select(*quarantine_columns(table, reason))
-
-
 def quarantine_columns(table: TableConfig, reason: Column) -> list[Column]:
-    """The columns of :func:`quarantine` over a bronze-derived frame."""
+    """Quarantine-row columns of ``table`` (rule ``decode``) over a bronze-derived frame, ``reason``
+    naming capture instance and file."""
     return model.quarantine_row(
         source_name=table.source.name,
         source_format=NAME,
