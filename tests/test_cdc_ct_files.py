@@ -278,14 +278,20 @@ def test_balance_counts_duplicates(spark, tmp_path, overlapping):
     land, _, _, bronze, decoded, _ = overlapping
     base = tmp_path / "config"
     (base / "tables").mkdir(parents=True)
-    (base / "pipeline.yml").write_text(f"name: ct_balance\nsources:\n  ct:\n    format: cdc_ct\n    landing: {land}\n")
+    # a second source on the same landing whose quarantine table is missing: all sources are counted
+    # by one query, and each balance must count its own records only (ct2 is short by its quarantine)
+    (base / "pipeline.yml").write_text(f"name: ct_balance\nsources:\n  ct:\n    format: cdc_ct\n    landing: {land}\n"
+                                       f"  ct2:\n    format: cdc_ct\n    landing: {land}\n")
     cols = "\n".join(f"  - {{name: {n}, type: \"{t}\"{', lob: true' if n == 'notes' else ''}}}" for n, t in
                      (("id", "int"), ("customer", "string"), ("amount", "decimal(10,2)"), ("notes", "string"),
                       ("status", "string")))
     (base / "tables" / "orders.yml").write_text(f"source: ct\ntable: dbo.orders\nname: orders\nkeys: [id]\ncolumns:\n{cols}\n")
+    (base / "tables" / "orders2.yml").write_text(f"source: ct2\ntable: dbo.orders\nname: orders2\nkeys: [id]\ncolumns:\n{cols}\n")
     cfg = load_pipeline(base / "pipeline.yml")
     wh = tmp_path / "wh"
-    for name, df in (("bronze_ct", bronze), ("silver_orders", decoded.changes), ("quarantine_ct", decoded.quarantine)):
+    for name, df in (("bronze_ct", bronze), ("silver_orders", decoded.changes), ("quarantine_ct", decoded.quarantine),
+                     ("bronze_ct2", bronze), ("silver_orders2", decoded.changes)):
         df.write.format("delta").save(str(table_path(wh, name)))
-    (b,) = balances(spark, cfg, wh)
-    assert (b.landed, b.in_silver, b.quarantined, b.skipped, b.dropped, b.duplicate, b.ok) == (27, 18, 6, 0, 0, 3, True)
+    got = {b.source: (b.landed, b.in_silver, b.quarantined, b.skipped, b.dropped, b.duplicate, b.ok)
+           for b in balances(spark, cfg, wh)}
+    assert got == {"ct": (27, 18, 6, 0, 0, 3, True), "ct2": (27, 18, 0, 0, 0, 3, False)}
