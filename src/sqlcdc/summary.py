@@ -23,8 +23,10 @@ from sqlcdc.gold import transactions
 from sqlcdc.gold.spec import target as gold_target
 
 
-@dataclass
+@dataclass(frozen=True)
 class Balance:
+    """Where the records a source landed went, as counted after a run by :func:`balances`."""
+
     source: str
     landed: int
     in_silver: int
@@ -137,9 +139,12 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
         return []
     counted = frames.union_all(found_in).groupBy("source", "where").agg(F.count_distinct("record_id").alias("n"))
     n = {(r["source"], r["where"]): r["n"] for r in counted.collect()}
-    return [Balance(name, *[n.get((name, w), 0) for w in
-                            ("landed", "silver", "quarantine", "skipped", "dropped", "pending", "duplicate")])
-            for name in sources]
+    return [Balance(name, **{field: n.get((name, where), 0) for where, field in _FIELDS.items()}) for name in sources]
+
+
+#: Where a record went (the ``where`` of :func:`balances`' parts) -> the :class:`Balance` field counting it.
+_FIELDS = {"landed": "landed", "silver": "in_silver", "quarantine": "quarantined", "skipped": "skipped",
+           "dropped": "dropped", "pending": "pending", "duplicate": "duplicate"}
 
 
 def print_summary(cfg: PipelineConfig, warehouse: Path, spark: SparkSession) -> list[Balance]:
