@@ -11,7 +11,7 @@ Records are matched by bronze record id, so a decoder that makes one change out 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -125,12 +125,12 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
 
         dup_ids = decoder.duplicates(bronze, s, cfg.tables_of(s.name)).select("record_id").distinct()
         parts = [
-            ids.select("record_id", F.lit("landed").alias("where")),
+            ids.select("record_id", F.lit("landed").alias("where")),  # each part's where: the Balance field it counts
             disp.where(F.col("status") == "pending").select("record_id", F.lit("pending").alias("where")),
             bronze.where(decoder.skipped(bronze)).select("record_id", F.lit("skipped").alias("where")),
             ids.join(dup_ids, "record_id", "left_semi").select("record_id", F.lit("duplicate").alias("where")),
-            *carried("silver", [t.silver_table for t in cfg.tables_of(s.name)]),
-            *carried("quarantine", [s.quarantine_table]),
+            *carried("in_silver", [t.silver_table for t in cfg.tables_of(s.name)]),
+            *carried("quarantined", [s.quarantine_table]),
             *carried("dropped", [dq_metrics.dropped_table(s)]),
         ]
         found_in.append(frames.union_all(parts).select(F.lit(s.name).alias("source"), "record_id", "where"))
@@ -139,12 +139,8 @@ def balances(spark: SparkSession, cfg: PipelineConfig, warehouse: Path) -> list[
         return []
     counted = frames.union_all(found_in).groupBy("source", "where").agg(F.count_distinct("record_id").alias("n"))
     n = {(r["source"], r["where"]): r["n"] for r in counted.collect()}
-    return [Balance(name, **{field: n.get((name, where), 0) for where, field in _FIELDS.items()}) for name in sources]
-
-
-#: Where a record went (the ``where`` of :func:`balances`' parts) -> the :class:`Balance` field counting it.
-_FIELDS = {"landed": "landed", "silver": "in_silver", "quarantine": "quarantined", "skipped": "skipped",
-           "dropped": "dropped", "pending": "pending", "duplicate": "duplicate"}
+    places = [f.name for f in fields(Balance) if f.name != "source"]
+    return [Balance(name, **{field: n.get((name, field), 0) for field in places}) for name in sources]
 
 
 def print_summary(cfg: PipelineConfig, warehouse: Path, spark: SparkSession) -> list[Balance]:
