@@ -54,8 +54,9 @@ def _paths(doc: Any, prefix: tuple = ()):
         yield from _paths(v, prefix + (k,))
 
 
-def mutate(doc: dict, rnd: random.Random, changes: int = 1) -> tuple[str, str]:
-    """(JSON text of ``doc`` with ``changes`` random changes, what they were)."""
+def mutate(doc: dict, rnd: random.Random, changes: int = 1, dumps: Callable[[Any], str] = json.dumps) -> tuple[str, str]:
+    """(JSON text of ``doc`` with ``changes`` random changes, what they were); ``dumps`` writes the
+    document around the raw values put in (``benchmarks/bench_fast_path.py`` writes compact JSON)."""
     doc = copy.deepcopy(doc)
     raws, what = {}, []
     for n in range(changes):
@@ -82,7 +83,7 @@ def mutate(doc: dict, rnd: random.Random, changes: int = 1) -> tuple[str, str]:
             raws[f"@@P{n}@@"] = raw = rnd.choice(RAW_POOL)
             parent[path[-1]] = f"@@P{n}@@"
             what.append(f"{path} = {raw[:40]}")
-    text = json.dumps(doc)
+    text = dumps(doc)
     for placeholder, raw in raws.items():
         text = text.replace(f'"{placeholder}"', raw)
     return text, "; ".join(what)
