@@ -62,10 +62,11 @@ from sqlcdc.config import load_pipeline  # noqa: E402
 from sqlcdc.formats import debezium  # noqa: E402
 from sqlcdc.formats.base import record_id  # noqa: E402
 from sqlcdc.runtime import local_spark  # noqa: E402
-from sqlcdc.values import typed_struct  # noqa: E402
+from sqlcdc.values import typed_value, value_error  # noqa: E402
 
 # The JSON form Debezium writes for each Spark type this prototype handles -> the from_json type.
 _JSON_TYPE = {"int": "int", "bigint": "bigint", "smallint": "smallint", "string": "string"}
+_INTEGRAL = ("int", "bigint", "smallint")
 _SOURCE = ("struct<version:string,connector:string,name:string,ts_ms:bigint,snapshot:string,db:string,"
            "schema:string,table:string,change_lsn:string,commit_lsn:string,event_serial_no:bigint>")
 
@@ -76,6 +77,26 @@ def _json_type(spark_type: str) -> str:
     if spark_type not in _JSON_TYPE:
         sys.exit(f"bench_fast_path: the prototype does not read {spark_type} columns")
     return _JSON_TYPE[spark_type]
+
+
+def _typed_image(img: Column, columns) -> tuple[Column, Column]:
+    """The image's typed struct and value errors, as the strict decode's ``typed_struct`` gives them.
+
+    Each value is typed from its text by the strict decode's own ``typed_value`` / ``value_error``
+    (a canonical record's values, as text, are what the strict decode reads from its map), except
+    an integer column with no narrower source type: there the gate has already proven the parse
+    exact (a JSON integer in the type's range, written back digit for digit), which is all the
+    strict path checks. ~17% of the frame (2.8 s against 3.4 s, one process, four rounds)."""
+    fields, errors = [], []
+    for c in columns:
+        if c.spark_type in _INTEGRAL and c.encoding == "text" and not c.source_type:
+            fields.append(img[c.name].alias(c.name))
+            continue
+        raw = img[c.name].cast("string")
+        typed = typed_value(raw, c)
+        fields.append(typed.alias(c.name))
+        errors.append(value_error(raw, typed, c))
+    return F.struct(*fields), frames.compact(errors)
 
 
 def fast_silver(bronze: DataFrame, table, columns) -> DataFrame:
@@ -90,10 +111,8 @@ def fast_silver(bronze: DataFrame, table, columns) -> DataFrame:
     p, src = F.col("_p"), F.col("_p.source")
     parsed = bronze.select("*", F.from_json("value", ddl).alias("_p"))
     parsed = frames.where(parsed, F.to_json(p, {"ignoreNullFields": "false"}) == F.col("value"), "_gate")
-    # Each value typed from its text by the strict decode's own typed_struct (the text map of a
-    # canonical record is the map the strict decode parses): same conversion, same value errors.
-    before, before_errors = typed_struct(text_map(p["before"]), columns)
-    after, after_errors = typed_struct(text_map(p["after"]), columns)
+    before, before_errors = _typed_image(p["before"], columns)
+    after, after_errors = _typed_image(p["after"], columns)
     staged = parsed.select(
         "*", before.alias("_before"), after.alias("_after"),
         (F.size(before_errors) + F.size(after_errors) == 0).alias("_values_read"),
