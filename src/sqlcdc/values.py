@@ -247,6 +247,10 @@ def _base_type(spark_type: str) -> str:
     return spark_type.strip().lower()
 
 
+_NUMBER = r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$"  # a base64_decimal value written as a number
+_BASE64 = r"^[A-Za-z0-9+/]+={0,2}$"
+
+
 def _in_domain(typed: Column, spec: ColumnSpec) -> Column:
     """True when a converted value is in SQL Server's domain for its type (NULL counts as True)."""
     t = _base_type(spec.spark_type)
@@ -296,8 +300,8 @@ def _convert(raw: Column, spec: ColumnSpec) -> Column:
         return F.when(digits.rlike(r"^([0-9A-Fa-f]{2})*$"), F.unhex(digits))
     if enc == "base64_decimal":
         # decimal.handling.mode=precise gives base64; =string/=double gives plain numbers.
-        return F.when(raw.rlike(r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$"), _exact_decimal(raw, t)).otherwise(
-            F.when(raw.rlike(r"^[A-Za-z0-9+/]+={0,2}$"), unscaled.decimal_from_base64(raw, t, _decimal_scale(t)))
+        return F.when(raw.rlike(_NUMBER), _exact_decimal(raw, t)).otherwise(
+            F.when(raw.rlike(_BASE64), unscaled.decimal_from_base64(raw, t, _decimal_scale(t)))
         )
     if enc == "epoch_day":
         n = _integral(raw)
@@ -330,6 +334,20 @@ def typed_value(raw: Column, spec: ColumnSpec) -> Column:
     and :func:`value_error` says why.
     """
     typed = _convert(raw, spec)
+    return F.when(_in_domain(typed, spec), typed)
+
+
+def shallow_typed_value(raw: Column, spec: ColumnSpec) -> Column:
+    """:func:`typed_value`, or NULL where that needs a deep expression: never another value.
+
+    A ``base64_decimal`` of more than 7 bytes (and one whose text reads as a number) is NULL
+    here: the general path's fold is ~40 plan levels deep, and a plan nested deeper than 100 is
+    refused by Spark Connect and SDP. For a fast path's test (:mod:`sqlcdc.formats._debezium_fast`)
+    that sends such values to the strict decode, which reads them with :func:`typed_value`."""
+    if spec.encoding != "base64_decimal":
+        return typed_value(raw, spec)
+    t = spec.spark_type
+    typed = F.when(~raw.rlike(_NUMBER) & raw.rlike(_BASE64), unscaled.decimal_from_short_base64(raw, t, _decimal_scale(t)))
     return F.when(_in_domain(typed, spec), typed)
 
 
