@@ -203,14 +203,19 @@ def debezium(c: Change) -> list[str]:
     if c.old_key is not None and c.form < 0.5:  # a key change as a delete (and its tombstone) and a create
         d, i = _as_delete_and_insert(c)
         return debezium(d)[:1] + ["null"] + [x.replace(dbz_lsn(change_hex(i)), dbz_lsn(change_hex(i, 1)))
-                                              .replace('"event_serial_no": 1', '"event_serial_no": 2') for x in debezium(i)]
+                                              .replace('"event_serial_no": 1', '"event_serial_no": 2')
+                                              .replace('"event_serial_no":1', '"event_serial_no":2') for x in debezium(i)]
     op = {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}[c.op]
+    # Compact and UTF-8, as Debezium's JsonConverter writes (the fast path's canonical form,
+    # docs/fast-path.md); one transaction in five spaced and ASCII-escaped, as a re-serialising
+    # tool might land it (the strict decode's, with the same rows).
+    spaced = c.tx % 5 == 0
     event = json.dumps({
         "before": image(c.before, c.before_key), "after": image(c.after, c.key), "op": op, "ts_ms": 1700000000000 + c.tx,
         "source": {"version": "2.7.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1700000000000 + c.tx,
                    "snapshot": "false", "db": "testDB", "schema": "dbo", "table": "hist",
                    "change_lsn": dbz_lsn(change_hex(c)), "commit_lsn": dbz_lsn(commit_hex(c)), "event_serial_no": 1},
-    })
+    }, separators=(", ", ": ") if spaced else (",", ":"), ensure_ascii=spaced)
     # Kafka's log compaction tombstone after a delete (landed as the line "null"): skipped by definition
     return [event, "null"] if c.op == "DELETE" and c.form < 0.5 else [event]
 

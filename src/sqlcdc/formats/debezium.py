@@ -58,11 +58,11 @@ from pyspark.sql import functions as F
 
 from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
-from sqlcdc.formats import Decoded, Decoder, _debezium_tx
+from sqlcdc.formats import Decoded, Decoder, _debezium_fast, _debezium_tx
+from sqlcdc.formats._debezium_events import OPS, changed_columns, claims, epoch_millis, matches, op_name
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
-from sqlcdc.formats.base import (claimants, json_trim, nested_keys_in, one_json_value, read_text_lines, record_id,
-                                 sole_claim)
-from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, commit_time_in_range, null_key_reasons, provided_columns, split_value_errors, typed_struct
+from sqlcdc.formats.base import claimants, json_trim, nested_keys_in, one_json_value, read_text_lines, record_id
+from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, null_key_reasons, provided_columns, split_value_errors, typed_struct
 
 NAME = "debezium"
 STREAMING = True
@@ -73,8 +73,6 @@ NOT_JSON = (
 )
 
 TWO_DOCUMENTS = "more than one JSON document on one line (each landed line must hold exactly one event)"
-
-OPS = {"c": model.INSERT, "u": model.UPDATE, "d": model.DELETE, "r": model.SNAPSHOT, "t": model.TRUNCATE}
 
 _SOURCE_FIELDS = (
     "version", "connector", "name", "ts_ms", "snapshot", "db", "schema", "table",
@@ -188,17 +186,19 @@ def is_skipped(bronze: DataFrame | None = None) -> Column:
 # --- envelope parsing ----------------------------------------------------------------------------
 
 
-def _parsed(bronze: DataFrame) -> DataFrame:
+def _parsed(bronze: DataFrame, skip: Column | None = None) -> DataFrame:
     """Bronze + ``_payload`` (struct) + ``_envelope_error`` (NULL when the envelope is usable), and
-    ``_env`` (the outer envelope's ``payload`` text and ``op``).
+    ``_env`` (the outer envelope's ``payload`` text and ``op``). Rows where ``skip`` is true (the
+    fast path's, :func:`decode`) are not parsed: all four NULL.
 
     Staged: each parse is a column the next step reads. Written as one expression, the checks in
     ``_envelope_error``'s conditional branches each parsed the record again (Spark shares
     subexpressions only where they are always evaluated): the parse ran ~6 times per record."""
-    env = F.from_json(F.col("value"), "payload string, op string")
+    value = F.col("value") if skip is None else F.when(~skip, F.col("value"))
+    env = F.from_json(value, "payload string, op string")
     staged = bronze.select("*", env.alias("_env"))
     payload_text = F.when(F.col("_env.payload").isNotNull(), F.col("_env.payload")).when(
-        F.col("_env.op").isNotNull(), F.col("value"))
+        F.col("_env.op").isNotNull(), value)
     staged = staged.select("*", F.from_json(payload_text, _PAYLOAD_DDL).alias("_payload"))
     payload = F.col("_payload")
     # which image values were JSON objects or arrays (read as their JSON text into the maps)
@@ -207,7 +207,8 @@ def _parsed(bronze: DataFrame) -> DataFrame:
         nested_keys_in(payload_text, "$['after']", payload["after"]).alias("after")).alias("_nested"))
     not_object = ~json_trim(F.col("value")).startswith("{")
     error = (
-        F.when(not_object, F.lit("not a JSON object"))
+        F.when(skip if skip is not None else F.lit(False), F.lit(None).cast("string"))
+        .when(not_object, F.lit("not a JSON object"))
         .when(F.try_parse_json(F.col("value")).isNull(), F.lit(NOT_JSON))
         .when(~one_json_value(F.col("value")), F.lit(TWO_DOCUMENTS))
         .when(payload_text.isNull(), F.lit("missing `payload` (and no payload-only fields `op`/`source`)"))
@@ -219,20 +220,6 @@ def _parsed(bronze: DataFrame) -> DataFrame:
     return staged.select("*", error.alias("_envelope_error"))
 
 
-def _claims(table: TableConfig) -> Column:
-    """The event's ``source`` names ``table`` (its schema, or no schema)."""
-    src = F.col("_payload.source")
-    same_table = F.lower(src["table"]) == table.table.lower()
-    same_schema = F.lower(F.coalesce(src["schema"], F.lit(table.schema))) == table.schema.lower()
-    return F.coalesce(same_table & same_schema, F.lit(False))
-
-
-def _matches(table: TableConfig) -> Column:
-    """The event belongs to ``table`` alone: one without ``source.schema`` while two tables share
-    its name goes to quarantine (:func:`~sqlcdc.formats.base.sole_claim`)."""
-    return sole_claim(_claims, table, lambda peer: peer.table.lower() == table.table.lower())
-
-
 def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConfig]) -> DataFrame:
     """Quarantine rows for records that no table takes: bad envelopes and tables not onboarded."""
     return unrouted_parsed(_parsed(bronze), source, tables)
@@ -242,7 +229,7 @@ def unrouted_parsed(parsed: DataFrame, source: SourceConfig, tables: Iterable[Ta
     """:func:`unrouted` of rows with ``_payload`` and ``_envelope_error`` (as :func:`_parsed` gives)."""
     tables = list(tables)
     parsed = parsed.where(~is_skipped())
-    claiming = claimants(_claims, tables)
+    claiming = claimants(claims, tables)
     names = ", ".join(t.qualified for t in tables) or "none"
     reason = F.coalesce(
         F.col("_envelope_error"),
@@ -282,39 +269,35 @@ def _ordering_problems(op: Column, src: Column) -> Column:
     )
 
 
-def _epoch_millis(ms: Column) -> Column:
-    """``ts_ms`` text -> timestamp (NULL when absent or not an integer within ``COMMIT_TIME_RANGE``)."""
-    ok = F.trim(ms).rlike(r"^-?[0-9]{1,15}$")
-    n = F.when(ok, F.trim(ms).try_cast("bigint"))
-    return commit_time_in_range(F.timestamp_millis(n))  # 15 digits of ms: no overflow on the way
-
-
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
     """Bronze rows of ``table`` -> canonical changes; rows whose values or keys don't read -> quarantine."""
-    return decode_parsed(_parsed(bronze), table, columns)
+    fast = _debezium_fast.stage(bronze, table, columns)  # plain records: one typed parse (docs/fast-path.md)
+    if fast is None:
+        return decode_parsed(_parsed(bronze), table, columns)
+    return decode_parsed(_parsed(fast.frame, skip=fast.plain), table, columns, fast)
 
 
-def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
+def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec],
+                  fast: _debezium_fast.Staged | None = None) -> Decoded:
     """:func:`decode` of rows with ``_payload``, ``_envelope_error`` and ``_nested`` (as :func:`_parsed` gives;
-    :mod:`sqlcdc.formats.debezium_flat` builds the same from flattened records)."""
+    :mod:`sqlcdc.formats.debezium_flat` builds the same from flattened records). With ``fast``, its
+    plain records are changes made of its columns (each strict expression NULL for them)."""
     keys = list(table.keys)
     name = table.source.format
-    taken = ~is_skipped() & F.col("_envelope_error").isNull() & _matches(table)
+    plain = fast.plain if fast is not None else F.lit(False)
+    taken = plain | (~is_skipped() & F.col("_envelope_error").isNull() & matches(table))
     parsed = frames.where(parsed, taken, "_taken")
     p, src = F.col("_payload"), F.col("_payload.source")
-    op = F.element_at(F.create_map(*[x for k, v in OPS.items() for x in (F.lit(k), F.lit(v))]), p["op"])
+    op = op_name(p["op"])
     before, before_errors = typed_struct(p["before"], columns, F.col("_nested.before"))
     after, after_errors = typed_struct(p["after"], columns, F.col("_nested.after"))
     is_delete = p["op"] == "d"
     image = F.when(is_delete, F.col("_before")).otherwise(F.col("_after"))
     key = F.struct(*[image[k].alias(k) for k in keys])
     names = [c.name for c in columns]
-    changed = F.when(
-        (p["op"] == "u") & p["before"].isNotNull() & p["after"].isNotNull(),
-        frames.compact([F.when(~p["before"][n].eqNullSafe(p["after"][n]), F.lit(n)) for n in names]),
-    ).when(p["op"].isin("c", "r"), F.array(*[F.lit(n) for n in names]))
+    changed = changed_columns(p, names)
     serial = F.coalesce(src["event_serial_no"].try_cast("bigint"), F.lit(0))
-    ts_ms = _epoch_millis(src["ts_ms"])
+    ts_ms = epoch_millis(src["ts_ms"])
     change_id = record_id(
         src["name"], src["db"], src["schema"], src["table"], p["op"], src["commit_lsn"], src["change_lsn"],
         src["event_serial_no"], F.to_json(p["before"]), F.to_json(p["after"]),
@@ -340,30 +323,30 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
             null_key_reasons(F.col("_key"), keys),
         )
     )
-    typed = typed.select("*", reasons.alias("_reasons"))
+    typed = typed.select("*", F.when(~plain, reasons).otherwise(F.array().cast("array<string>")).alias("_reasons"))
+    change = dict(
+        change_id=change_id,
+        op=op,
+        key=F.col("_key"),
+        before=F.when(p["before"].isNotNull(), F.col("_before")),
+        after=F.when(~is_delete & p["after"].isNotNull(), F.col("_after")),
+        sequence=lsn.sequence(
+            lsn.parse_lsn(src["commit_lsn"], "debezium"), lsn.parse_lsn(src["change_lsn"], "debezium"), serial
+        ),
+        source_server=src["name"],
+        source_database=src["db"],
+        source_schema=src["schema"],
+        source_table=src["table"],
+        provided_columns=F.when(~is_delete, provided_columns(p["after"], columns)),
+        changed_columns=changed,
+        commit_time=ts_ms,
+        transaction_id=p["transaction"]["id"],
+    )
+    if fast is not None:  # a CASE evaluates only its taken branch: a plain record pays for the fast one alone
+        change = {k: F.when(plain, fast.change[k]).otherwise(v) for k, v in change.items()}
     return Decoded.split(
         typed, F.size("_reasons") == 0,
-        model.change_row(
-            change_id=change_id,
-            source_format=name,
-            table_name=table.name,
-            op=op,
-            key=F.col("_key"),
-            before=F.when(p["before"].isNotNull(), F.col("_before")),
-            after=F.when(~is_delete & p["after"].isNotNull(), F.col("_after")),
-            sequence=lsn.sequence(
-                lsn.parse_lsn(src["commit_lsn"], "debezium"), lsn.parse_lsn(src["change_lsn"], "debezium"), serial
-            ),
-            source_server=src["name"],
-            source_database=src["db"],
-            source_schema=src["schema"],
-            source_table=src["table"],
-            provided_columns=F.when(~is_delete, provided_columns(p["after"], columns)),
-            changed_columns=changed,
-            commit_time=ts_ms,
-            transaction_id=p["transaction"]["id"],
-            value_warnings=value_warnings,
-        ),
+        model.change_row(source_format=name, table_name=table.name, value_warnings=value_warnings, **change),
         model.quarantine_row(
             source_name=table.source.name,
             source_format=name,
