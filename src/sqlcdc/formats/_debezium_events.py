@@ -17,6 +17,15 @@ from sqlcdc.config import TableConfig
 from sqlcdc.formats.base import sole_claim
 from sqlcdc.values import commit_time_in_range
 
+#: Debezium 2.x's ``source`` block for SQL Server, in the order its JSON converter writes it (without
+#: ``sequence``/``ts_us``/``ts_ns``), with the kind of each field's JSON value: "long" for a number,
+#: "string" for text. The strict decode reads every field as text; the fast path proves this layout.
+SOURCE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("version", "string"), ("connector", "string"), ("name", "string"), ("ts_ms", "long"),
+    ("snapshot", "string"), ("db", "string"), ("schema", "string"), ("table", "string"),
+    ("change_lsn", "string"), ("commit_lsn", "string"), ("event_serial_no", "long"),
+)
+
 OPS = {"c": model.INSERT, "u": model.UPDATE, "d": model.DELETE, "r": model.SNAPSHOT, "t": model.TRUNCATE}
 
 

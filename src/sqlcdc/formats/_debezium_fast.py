@@ -37,7 +37,7 @@ from pyspark.sql import types as T
 
 from sqlcdc import frames, lsn, model
 from sqlcdc.config import TableConfig
-from sqlcdc.formats._debezium_events import changed_columns, epoch_millis, matches, op_name
+from sqlcdc.formats._debezium_events import SOURCE_FIELDS, changed_columns, epoch_millis, matches, op_name
 from sqlcdc.formats.base import record_id
 from sqlcdc.values import ColumnSpec, shallow_typed_value
 
@@ -45,16 +45,10 @@ _PAYLOAD = "_fast_payload"
 #: Spark type -> the type the gate parses its JSON value into (the JSON kind Debezium writes).
 _INTEGRAL = {"tinyint": T.ByteType(), "smallint": T.ShortType(), "int": T.IntegerType(), "bigint": T.LongType()}
 
-#: Debezium 2.x's ``source`` block for SQL Server, in the order its JSON converter writes it
-#: (without ``sequence``/``ts_us``/``ts_ns``): the layout the gate proves. Another layout is not
-#: wrong, only strict-decoded.
+#: The ``source`` layout the gate proves (:data:`~sqlcdc.formats._debezium_events.SOURCE_FIELDS`).
+#: Another layout is not wrong, only strict-decoded.
 _SOURCE = T.StructType([
-    T.StructField("version", T.StringType()), T.StructField("connector", T.StringType()),
-    T.StructField("name", T.StringType()), T.StructField("ts_ms", T.LongType()),
-    T.StructField("snapshot", T.StringType()), T.StructField("db", T.StringType()),
-    T.StructField("schema", T.StringType()), T.StructField("table", T.StringType()),
-    T.StructField("change_lsn", T.StringType()), T.StructField("commit_lsn", T.StringType()),
-    T.StructField("event_serial_no", T.LongType()),
+    T.StructField(name, T.LongType() if kind == "long" else T.StringType()) for name, kind in SOURCE_FIELDS
 ])
 
 

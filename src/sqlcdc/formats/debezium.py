@@ -59,7 +59,7 @@ from pyspark.sql import functions as F
 from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_fast, _debezium_tx
-from sqlcdc.formats._debezium_events import OPS, changed_columns, claims, epoch_millis, matches, op_name
+from sqlcdc.formats._debezium_events import OPS, SOURCE_FIELDS, changed_columns, claims, epoch_millis, matches, op_name
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
 from sqlcdc.formats.base import claimants, json_trim, nested_keys_in, one_json_value, read_text_lines, record_id
 from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, null_key_reasons, provided_columns, split_value_errors, typed_struct
@@ -74,10 +74,7 @@ NOT_JSON = (
 
 TWO_DOCUMENTS = "more than one JSON document on one line (each landed line must hold exactly one event)"
 
-_SOURCE_FIELDS = (
-    "version", "connector", "name", "ts_ms", "snapshot", "db", "schema", "table",
-    "change_lsn", "commit_lsn", "event_serial_no",
-)
+_SOURCE_FIELDS = tuple(name for name, _ in SOURCE_FIELDS)
 _PAYLOAD_DDL = (
     "before map<string,string>, after map<string,string>, "
     f"source struct<{', '.join(f'`{f}`: string' for f in _SOURCE_FIELDS)}>, "
@@ -207,8 +204,7 @@ def _parsed(bronze: DataFrame, skip: Column | None = None) -> DataFrame:
         nested_keys_in(payload_text, "$['after']", payload["after"]).alias("after")).alias("_nested"))
     not_object = ~json_trim(F.col("value")).startswith("{")
     error = (
-        F.when(skip if skip is not None else F.lit(False), F.lit(None).cast("string"))
-        .when(not_object, F.lit("not a JSON object"))
+        F.when(not_object, F.lit("not a JSON object"))
         .when(F.try_parse_json(F.col("value")).isNull(), F.lit(NOT_JSON))
         .when(~one_json_value(F.col("value")), F.lit(TWO_DOCUMENTS))
         .when(payload_text.isNull(), F.lit("missing `payload` (and no payload-only fields `op`/`source`)"))
@@ -217,6 +213,8 @@ def _parsed(bronze: DataFrame, skip: Column | None = None) -> DataFrame:
         .when(payload["source"].isNull(), F.lit("missing `payload.source`"))
         .when(payload["source"]["table"].isNull(), F.lit("missing `payload.source.table`"))
     )
+    if skip is not None:
+        error = F.when(~skip, error)
     return staged.select("*", error.alias("_envelope_error"))
 
 
