@@ -10,9 +10,11 @@ Two paths, chosen per value by the byte count:
   an unsigned 64-bit integer, a negative value subtracts ``2**(8 * bytes)``, and the text
   ``<unscaled>E-<scale>`` is cast to the type. All in generated code: ~5x faster than the general
   path on two cores (measured 2026-11-29, 2M values of decimal(10,2), 3.3-4.5 s vs 14.7-32 s).
-- longer: overflow-checked ``decimal(38,0)`` arithmetic folded over the bytes (a higher-order
-  function, so Spark interprets it row by row), a negative value from its one's complement so
-  16-byte values stay in range; any byte count, leading sign-extension bytes included.
+- longer: the significant bytes (leading sign-extension bytes dropped, any byte count), two
+  halves of 8 bytes read by ``conv`` and joined by overflow-checked ``decimal(38,0)`` arithmetic, a
+  negative value from its one's complement so 16-byte values stay in range. Also generated code;
+  until 2026-12-03 a fold over the bytes (a higher-order function, interpreted row by row, and ~4
+  plan levels deeper).
 """
 
 from __future__ import annotations
@@ -62,21 +64,28 @@ def _with_scale(unscaled_text: Column, spark_type: str, scale: int) -> Column:
     return text.try_cast(spark_type)
 
 
+_HEX = "0123456789ABCDEF"
+#: Bytes that only repeat the sign (``00`` before a byte below 0x80, ``FF`` before one from 0x80).
+_SIGN_EXTENSION = r"^(?:00)+(?=[0-7])|^(?:FF)+(?=[89A-F])"
+
+
 def _any_length(hexed: Column, spark_type: str, scale: int) -> Column:
-    """The general path: unscaled integer by overflow-checked arithmetic, then :func:`_with_scale`.
-    Each intermediate is bound once (:func:`frames.let`)."""
+    """The general path, for any byte count: the value's significant bytes (sign extension
+    dropped; more than 16 cannot fit a decimal(38)), padded to 16, read as two halves of 8 bytes
+    (``conv`` reads each as an unsigned 64-bit integer) joined by overflow-checked ``decimal(38,0)``
+    arithmetic; a negative value from its one's complement (hex digits mirrored), so that -2**127
+    stays in range. No fold: generated code, and ~4 plan levels shallower than the byte-by-byte
+    fold it replaces (2026-12-03)."""
 
-    def unscaled(h: Column, negative: Column) -> Column:
-        def step(acc: Column, i: Column) -> Column:
-            byte = F.conv(F.substring(h, i * 2 + 1, 2), 16, 10).cast("int")
-            digit = F.when(negative, F.lit(255) - byte).otherwise(byte)
-            return F.try_add(F.try_multiply(acc, F.lit(256)), digit).try_cast("decimal(38,0)")
+    def unscaled(h: Column) -> Column:
+        negative = F.substring(h, 1, 1) >= F.lit("8")
+        ones = F.lpad(F.when(negative, F.translate(h, _HEX, _HEX[::-1])).otherwise(h), 32, "0")
+        high, low = (F.conv(F.substring(ones, start, 16), 16, 10).cast("decimal(38,0)") for start in (1, 17))
+        magnitude = F.try_add(F.try_multiply(high, F.lit(str(2 ** 64)).cast("decimal(38,0)")), low)
+        # negative: -1 - magnitude (the one's complement of v is -1 - v)
+        sign = F.when(negative, F.lit(-1)).otherwise(F.lit(1)).cast("decimal(38,0)")
+        value = F.try_add(F.try_multiply(magnitude, sign), F.when(negative, F.lit(-1)).otherwise(F.lit(0)).cast("decimal(38,0)"))
+        return F.when(F.length(h).between(1, 32), value.cast("string"))
 
-        n = F.shiftright(F.length(h), 1)  # bytes (int): the hex holds two digits a byte
-        magnitude = F.aggregate(F.sequence(F.lit(0), F.greatest(n - 1, F.lit(0))),
-                                F.lit(0).cast("decimal(38,0)"), step)
-        signed = frames.let(magnitude, lambda m: F.when(negative, F.try_subtract(F.lit(-1).cast("decimal(38,0)"), m)).otherwise(m))
-        return F.when(n > 0, signed).cast("string")
-
-    text = frames.let(hexed, lambda h: unscaled(h, F.conv(F.substring(h, 1, 2), 16, 10).cast("int") >= 128))
-    return frames.let(text, lambda t: _with_scale(t, spark_type, scale))
+    significant = F.regexp_replace(hexed, _SIGN_EXTENSION, "")
+    return _with_scale(frames.let(significant, unscaled), spark_type, scale)
