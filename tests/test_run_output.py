@@ -165,3 +165,26 @@ def test_flow_lines_take_the_rows_read_from_the_servers_log(tmp_path, capsys):
     kept = full.read_text()
     assert '"id": "q-erp"' in kept and "q-old" not in kept and "Half" not in kept
     assert kept.index("Streaming query made progress") < kept.index("bronze_erp has COMPLETED")
+
+
+def test_conf_settings_reach_the_runs_spark_defaults_and_a_malformed_one_is_named(tmp_path):
+    """`sqlcdc run --conf KEY=VALUE`: over sqlcdc's defaults in the spark-defaults.conf of the run's
+    JVM (and of other sessions on the warehouse); a pair without `=` or key is a config error naming it."""
+    import pytest
+
+    from sqlcdc.cli.run import prepare, spark_settings
+    from sqlcdc.config import ConfigError, load_pipeline
+
+    settings = spark_settings(["spark.sql.shuffle.partitions=1", "spark.executor.extraJavaOptions=-Da=b -Dc=d"])
+    assert settings == {"spark.sql.shuffle.partitions": "1", "spark.executor.extraJavaOptions": "-Da=b -Dc=d"}
+    prepare(load_pipeline("config/pipeline.yml"), tmp_path, settings)
+    for conf in ("conf", "conf-run"):
+        lines = (tmp_path / "_sqlcdc" / conf / "spark-defaults.conf").read_text().splitlines()
+        assert "spark.sql.shuffle.partitions 1" in lines and "spark.sql.shuffle.partitions 4" not in lines
+        assert "spark.executor.extraJavaOptions -Da=b -Dc=d" in lines
+    with pytest.raises(ConfigError) as e:
+        spark_settings(["spark.ui.enabled=true", "spark.driver.memory", "=8g"])
+    assert [str(x) for x in e.value.problems] == [
+        "--conf 'spark.driver.memory': expected KEY=VALUE (a Spark setting, e.g. spark.driver.memory=8g)",
+        "--conf '=8g': expected KEY=VALUE (a Spark setting, e.g. spark.driver.memory=8g)",
+    ]

@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 import yaml
 
@@ -50,11 +50,29 @@ def add_arguments(p) -> None:
     p.add_argument("--full-refresh", action="store_true", help="recompute every table from the landing folders")
     p.add_argument("--no-summary", action="store_true", help="skip the row counts after the run")
     p.add_argument("--quiet", action="store_true", help="print only errors and the summary")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting for this run, over sqlcdc's local defaults (repeatable), "
+                        "e.g. --conf spark.driver.memory=8g")
+
+
+def spark_settings(pairs: list[str]) -> dict[str, str]:
+    """``--conf`` arguments -> {key: value}; :class:`ConfigError` naming each one without ``=`` or key."""
+    conf, problems = {}, []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"--conf {pair!r}: expected KEY=VALUE (a Spark setting, e.g. spark.driver.memory=8g)")
+        else:
+            conf[key.strip()] = value
+    if problems:
+        raise ConfigError(problems)
+    return conf
 
 
 def main(args) -> int:
     try:
         cfg = load_pipeline(args.config)
+        settings = spark_settings(args.conf)
     except ConfigError as e:
         print(f"sqlcdc run: {e}", file=sys.stderr)
         return 2
@@ -66,8 +84,8 @@ def main(args) -> int:
         return 2
     started = time.monotonic()
     run_at = run_log.start(warehouse)  # dq_metrics counts every source's records of this run as one run
-    spec_path, env = prepare(cfg, warehouse)
-    engine = _engine(warehouse)
+    spec_path, env = prepare(cfg, warehouse, settings)
+    engine = _engine(warehouse, settings)
     try:
         code = run_pipeline(cfg, warehouse, engine, spec_path, env, full_refresh=args.full_refresh, quiet=args.quiet)
         if code != 0:  # the pipeline failed (its log says why): 1, whatever spark-pipelines exited with
@@ -121,7 +139,7 @@ class Engine:
         self.spark.stop()
 
 
-def _engine(warehouse: Path) -> Engine:
+def _engine(warehouse: Path, settings: Mapping[str, str] | None = None) -> Engine:
     """Start the run's Spark (the settings :func:`prepare` wrote) and its Spark Connect server on a
     free local port.
 
@@ -134,7 +152,7 @@ def _engine(warehouse: Path) -> Engine:
     os.environ["SPARK_CONF_DIR"] = str(state / "conf-run")  # read once, when the JVM starts
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers of the pipeline's queries
     os.environ[STATE_DIR_ENV] = str(state)
-    spark = local_spark(warehouse, app_name="sqlcdc-run", extra=_SERVER_CONF)
+    spark = local_spark(warehouse, app_name="sqlcdc-run", extra={**(settings or {}), **_SERVER_CONF})
     service = _connect_service(spark)
     service.start(spark._jsc.sc())
     return Engine(spark, f"sc://127.0.0.1:{service.localPort()}", state / "spark.log")
@@ -150,12 +168,15 @@ def _connect_service(spark: SparkSession):
 _SERVER_CONF = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": "0"}
 
 
-def prepare(cfg: PipelineConfig, warehouse: Path) -> tuple[Path, dict[str, str]]:
-    """Write the spec and Spark settings for a run into ``warehouse/_sqlcdc``; return (spec, env)
-    of ``spark-pipelines``, the client of the run's Spark (:func:`_engine`)."""
+def prepare(
+    cfg: PipelineConfig, warehouse: Path, settings: Mapping[str, str] | None = None,
+) -> tuple[Path, dict[str, str]]:
+    """Write the spec and Spark settings (sqlcdc's, then ``settings``: ``--conf``) for a run into
+    ``warehouse/_sqlcdc``; return (spec, env) of ``spark-pipelines``, the client of the run's Spark
+    (:func:`_engine`)."""
     state = warehouse / "_sqlcdc"
     state.mkdir(parents=True, exist_ok=True)
-    conf = {**runtime.DELTA_CONF, **runtime.SMALL_MACHINE_CONF, **runtime.warehouse_conf(warehouse)}
+    conf = {**runtime.DELTA_CONF, **runtime.SMALL_MACHINE_CONF, **runtime.warehouse_conf(warehouse), **(settings or {})}
     runtime.write_spark_defaults(state / "conf", conf)  # other sessions on the warehouse (dashboard): quiet
     # the run's own JVM: its log in a file, with the streaming progress its flow lines read
     runtime.write_spark_defaults(state / "conf-run", conf, log_file=state / "spark.log")
