@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+import interpreted
+
 # `make test` (and CI) draws the same property-test examples on every run, so a red CI points at the
 # change, not at the dice; `make test-explore` draws fresh random examples, many more of them.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -68,12 +70,8 @@ def spark(tmp_path_factory):
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.sql.warehouse.dir": str(wh),
-            # Interpreted expressions, no generated Java: on the tests' few rows, compiling the code of
-            # the wide decode and gold plans (Janino) costs more than running them (measured in
-            # docs/testing.md, "Spark settings for tests"). The real runs of the e2e files
-            # (`sqlcdc run`, their own JVM) keep Spark's code generation, as users have it.
-            "spark.sql.codegen.wholeStage": "false",
-            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+            # Interpreted expressions, no generated Java (tests/interpreted.py).
+            **interpreted.CONF,
         },
     )
     yield session

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+import interpreted
 from hostile import corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.e2e
 
 def run(config: Path, warehouse: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary", *extra],
+        [SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary", *interpreted.run_args(), *extra],
         capture_output=True, text=True, timeout=2400,  # a run queues behind any other local run (one Spark Connect port)
     )
 

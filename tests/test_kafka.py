@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
+import interpreted
 from debezium_events import customer, event, line, lsn, sample_files
 from kafka_broker import KafkaBroker, wait_until
 from sqlcdc import gold, model, transport
@@ -234,7 +235,8 @@ def test_at_least_once_duplicates_do_not_change_gold(spark, broker):
 
 
 def sqlcdc_run(config: Path, warehouse: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary"],
+    return subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary",
+                           *interpreted.run_args()],
                           capture_output=True, text=True, timeout=2400)
 
 
@@ -304,7 +306,8 @@ def test_every_producer_via_kafka_gives_the_same_gold_as_via_files_even_after_a_
     config = base / "pipeline.yml"
     wh = tmp_path / "warehouse"
     log = (tmp_path / "first-run.log").open("w")
-    first = subprocess.Popen([SQLCDC, "run", "--config", str(config), "--warehouse", str(wh), "--no-summary"],
+    first = subprocess.Popen([SQLCDC, "run", "--config", str(config), "--warehouse", str(wh), "--no-summary",
+                              *interpreted.run_args()],
                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_until(lambda: _bronze_has_committed(wh, "bronze_killed") or first.poll() is not None, 900, "bronze to start")
