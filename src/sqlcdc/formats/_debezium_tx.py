@@ -38,16 +38,17 @@ def _boundary_fields(value: Column) -> Column:
 
 def is_boundary(value: Column) -> Column:
     """A BEGIN or END record of the transaction topic: ``status`` BEGIN/END, an ``id``, no ``op``
-    (at the top or under ``payload``), one JSON document that reads. The text tests run first:
-    other records skip the parses."""
+    (at the top or under ``payload``), one JSON document that reads. The text tests guard the
+    parses in a CASE, not an AND: Spark hoists an expression an AND chain reads more than once (the
+    parse ``b``) out of it and computes it for every record (two ``from_json`` of every data event)."""
     v = json_trim(value)
     b = _boundary_fields(value)
-    return F.coalesce(
-        v.startswith("{") & v.contains('"status"') & (v.contains('"BEGIN"') | v.contains('"END"'))
-        & b["status"].isin(*STATUSES) & b["id"].isNotNull() & b["op"].isNull()
+    parsed = F.when(
+        v.startswith("{") & v.contains('"status"') & (v.contains('"BEGIN"') | v.contains('"END"')),
+        b["status"].isin(*STATUSES) & b["id"].isNotNull() & b["op"].isNull()
         & F.try_parse_json(value).isNotNull() & one_json_value(value),  # else quarantined, saying why
-        F.lit(False),
     )
+    return F.coalesce(parsed, F.lit(False))
 
 
 def _whole_number(text: Column) -> Column:
