@@ -138,7 +138,7 @@ def test_a_failed_pipeline_run_exits_1_naming_the_log(monkeypatch, tmp_path, cap
     (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: debezium\n    landing: in\n")
     monkeypatch.setattr(run_cmd, "run_pipeline", lambda *a, **k: 137)
     stopped = []
-    monkeypatch.setattr(run_cmd, "_engine", lambda wh: type("E", (), {"stop": lambda self: stopped.append(wh)})())
+    monkeypatch.setattr(run_cmd, "_engine", lambda wh, settings=None: type("E", (), {"stop": lambda self: stopped.append(wh)})())
     monkeypatch.setattr(runtime, "fetch_jars", lambda **k: [])
     assert cli_main(["run", "--config", str(tmp_path / "pipeline.yml"), "--warehouse", str(tmp_path / "wh")]) == 1
     assert capsys.readouterr().err == (
