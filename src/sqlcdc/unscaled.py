@@ -13,8 +13,8 @@ Two paths, chosen per value by the byte count:
 - longer: the significant bytes (leading sign-extension bytes dropped, any byte count), two
   halves of 8 bytes read by ``conv`` and joined by overflow-checked ``decimal(38,0)`` arithmetic, a
   negative value from its one's complement so 16-byte values stay in range. Also generated code;
-  until 2026-12-03 a fold over the bytes (a higher-order function, interpreted row by row, and ~4
-  plan levels deeper).
+  until 2026-12-03 a fold over the bytes (a higher-order function, interpreted row by row, 2.6x
+  slower on 8-16-byte values, and 6 plan levels deeper).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def decimal_from_base64(raw: Column, spark_type: str, scale: int) -> Column:
 
 def decimal_from_short_base64(raw: Column, spark_type: str, scale: int) -> Column:
     """:func:`decimal_from_base64` of a value of 1 to 7 bytes; NULL for any other. Its expression is
-    a few levels deep where the general path's fold is ~40 (a plan's nesting is limited: Spark
+    24 plan levels deep where :func:`decimal_from_base64` is 42 (a plan's nesting is limited: Spark
     Connect and SDP refuse one deeper than 100 levels)."""
     hexed = F.hex(F.try_to_binary(raw, F.lit("base64")))
     return F.when(F.length(hexed).between(1, 2 * _FAST_BYTES), _short(hexed, spark_type, scale))
@@ -74,7 +74,7 @@ def _any_length(hexed: Column, spark_type: str, scale: int) -> Column:
     dropped; more than 16 cannot fit a decimal(38)), padded to 16, read as two halves of 8 bytes
     (``conv`` reads each as an unsigned 64-bit integer) joined by overflow-checked ``decimal(38,0)``
     arithmetic; a negative value from its one's complement (hex digits mirrored), so that -2**127
-    stays in range. No fold: generated code, and ~4 plan levels shallower than the byte-by-byte
+    stays in range. No fold: generated code, and 6 plan levels shallower than the byte-by-byte
     fold it replaces (2026-12-03)."""
 
     def unscaled(h: Column) -> Column:

@@ -341,7 +341,7 @@ def shallow_typed_value(raw: Column, spec: ColumnSpec) -> Column:
     """:func:`typed_value`, or NULL where that needs a deep expression: never another value.
 
     A ``base64_decimal`` of more than 7 bytes (and one whose text reads as a number) is NULL
-    here: the general path's fold is ~40 plan levels deep, and a plan nested deeper than 100 is
+    here: the general path is ~42 plan levels deep (the short one 24), and a plan nested deeper than 100 is
     refused by Spark Connect and SDP. For a fast path's test (:mod:`sqlcdc.formats._debezium_fast`)
     that sends such values to the strict decode, which reads them with :func:`typed_value`."""
     if spec.encoding != "base64_decimal":
