@@ -61,7 +61,7 @@ def flow_queries(spark, source, tables, *, stored: bool = False, per_table=None)
     ``bronze_<source>`` table. Discovery runs Spark jobs: call before setting a limit. ``per_table``
     (default: all of ``tables``) limits the tables whose own flows are built (``unrouted`` routes all)."""
     from sqlcdc import expectations, formats, transport
-    from sqlcdc.pipeline import table_queries, unrouted_query  # the flow queries pipeline.py declares
+    from sqlcdc.pipeline import Bronze, table_queries, unrouted_query  # the flow queries pipeline.py declares
 
     decoder = formats.get(source.format)
     envelope = expectations.envelope_schema(decoder)
@@ -71,10 +71,7 @@ def flow_queries(spark, source, tables, *, stored: bool = False, per_table=None)
     def read():
         return spark.read.table(source.bronze_table) if stored else transport.read_bronze(spark, source, streaming=False)
 
-    def bronze():
-        landed = read()
-        return expectations.valid_envelopes(landed, decoder, envelope) if envelope else landed
-
+    bronze = Bronze(decoder, read, envelope)
     queries = [(None, "unrouted", unrouted_query(decoder, source, tables, read))]
     for table in tables if per_table is None else per_table:
         cols = list(decoder.columns_for(table, source, spark))

@@ -23,6 +23,9 @@ import histories
 from sqlcdc import expectations, formats, transport
 from sqlcdc.config import load_pipeline
 from sqlcdc.formats import _debezium_fast, debezium
+from sqlcdc.formats import _schema_check as sc
+from sqlcdc.formats._debezium_events import SOURCE_FIELDS
+from sqlcdc.pipeline import Bronze
 
 
 def _compact(doc) -> str:
@@ -75,6 +78,39 @@ def test_the_fast_path_gives_the_strict_rows_or_declines(spark, tmp_path, seed, 
         r.reason for r in expectations.quarantine_of(strict, table, cols).collect())
     if mutated:
         assert reasons, "no mutation made a record the strict decode refuses"
+
+    # The pipeline admits a plain record without the envelope check (Debezium.decode_landed): the
+    # check would have passed every one, and the decode is the strict decode of checked records.
+    envelope = expectations.envelope_schema(decoder)
+    staged = _debezium_fast.stage(bronze, table, cols)
+    checked = expectations.with_envelope_doc(staged.frame).select(
+        "value", staged.plain.alias("plain"), expectations.envelope_violations(envelope).alias("broken"))
+    unproven = checked.where("plain AND size(broken) > 0").collect()
+    assert not unproven, f"a plain record breaks the envelope schema: {unproven[0]}"
+    assert checked.where("plain").count() == len(fast)
+    admitted = Bronze(decoder, lambda: bronze, envelope).decode(table, cols)
+    valid = debezium.decode_parsed(debezium._parsed(expectations.valid_envelopes(bronze, decoder, envelope)), table, cols)
+    assert _rows(admitted.changes) == _rows(valid.changes)
+    assert sorted(r.reason for r in admitted.quarantine.collect()) == sorted(r.reason for r in valid.quarantine.collect())
+
+
+def test_the_envelope_rules_are_the_ones_a_plain_record_is_proven_to_pass():
+    """``Debezium.decode_landed`` skips the envelope check for a plain record because its gate
+    implies each of these rules (docs/fast-path.md): the text is ``to_json`` of a parse into the
+    payload-only layout (one JSON document, an object; ``op``/``before``/``after``/``ts_ms``/
+    ``source`` each once and of its kind: a string stays a string, a long an integer, an image an
+    object or null), and the plain test adds ``op`` in c/u/d and ``source.table`` the table's name.
+    The ``payload`` branch's rules hold as there is no ``payload``. A rule added to the schema fails
+    here until someone shows the gate implies it (or stops skipping the check)."""
+    top = ["$.op: type", "$.op: enum", "$.before: type", "$.after: type", "$.source: type", "$.source: required",
+           "$.source.table: type", "$.source.table: minLength", "$.source.schema: type", "$.source.db: type",
+           "$.source.commit_lsn: type", "$.source.change_lsn: type", "$.source.ts_ms: type", "$.ts_ms: type"]
+    wrapped = ["$.schema: type", "$.payload: type", "$.payload: required"] + [
+        "$.payload." + r[2:] for r in top]
+    schema = sc.load(debezium.DECODER.envelope_schema)
+    assert sorted(sc.rule_names(schema)) == sorted(["$: not JSON", "$: type", "$: anyOf", *top, *wrapped])
+    kinds = dict(SOURCE_FIELDS)  # the gate's source layout: the schema's kinds, so kept by the gate
+    assert [kinds[f] for f in ("table", "schema", "db", "commit_lsn", "change_lsn", "ts_ms")] == ["string"] * 5 + ["long"]
 
 
 def test_a_value_the_strict_decode_refuses_does_not_pass_the_gate(spark, tmp_path):

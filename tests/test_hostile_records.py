@@ -28,8 +28,9 @@ import pytest
 
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import _schema_check as sc
+from sqlcdc import formats
 from sqlcdc.formats import base, ces, cdc_ct, debezium, qlik
-from sqlcdc.pipeline import table_queries
+from sqlcdc.pipeline import Bronze, table_queries
 
 from debezium_events import lsn as dbz_lsn
 from test_ces import event as ces_event
@@ -61,8 +62,9 @@ def as_the_pipeline_decodes(bronze, decoder, source, table, columns):
     rejects (not UTF-8, a lone surrogate escape: ``base.rejected_before_decoding``) are quarantined
     there, and the decoder sees the others through the table's flow queries (silver after the
     expectations; quarantine: the decoder's rejects and the default rules' failures, one decode)."""
+    decoder = formats.get(source.format)  # the registered Decoder (callers name its module)
     seen = bronze.where(~base.is_rejected_before_decoding())
-    flows = table_queries(decoder, table, columns, lambda: seen)
+    flows = table_queries(decoder, table, columns, Bronze(decoder, lambda: seen))
     rejected = base.rejected_before_decoding(bronze, source.name, source.format)
     return flows["silver"](), [rejected, flows["quarantine"](), decoder.unrouted(seen, source, [table])]
 

@@ -389,14 +389,16 @@ ENVELOPE_DOC = "_envelope_doc"
 unless the line is exactly one JSON document)."""
 
 
-def with_envelope_doc(bronze: DataFrame) -> DataFrame:
-    """``bronze`` + :data:`ENVELOPE_DOC`. The compiled rules read the document from this column: with
+def with_envelope_doc(bronze: DataFrame, unless: Column | None = None) -> DataFrame:
+    """``bronze`` + :data:`ENVELOPE_DOC` (NULL where the boolean column ``unless`` is true: such a
+    record is not parsed). The compiled rules read the document from this column: with
     the parse inlined (``try_parse_json(value)`` in every rule) Spark parsed each record once per rule,
     because it does not share subexpressions inside conditional branches -- validation cost ~5x the
     decode (``benchmarks/bench_validation.py``)."""
     from sqlcdc.formats import _schema_check as sc
 
-    return bronze.select("*", F.expr(sc.ONE_DOCUMENT).alias(ENVELOPE_DOC))
+    doc = F.expr(sc.ONE_DOCUMENT)
+    return bronze.select("*", (doc if unless is None else F.when(~unless, doc)).alias(ENVELOPE_DOC))
 
 
 def envelope_violations(schema_file: str) -> Column:
@@ -407,12 +409,19 @@ def envelope_violations(schema_file: str) -> Column:
     return sc.violations(sc.load(schema_file), ENVELOPE_DOC)
 
 
-def valid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str) -> DataFrame:
+def valid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str, proven: Column | None = None) -> DataFrame:
     """Bronze rows whose envelope is valid (or that the decoder skips by definition): decode these.
     They carry :data:`ENVELOPE_DOC` and ``_envelope_ok`` beside bronze's columns (``drop`` would make Spark Connect
-    resolve bronze, which an SDP query function may not while the table does not exist yet)."""
+    resolve bronze, which an SDP query function may not while the table does not exist yet).
+
+    ``proven``: a boolean column of ``bronze``, true for records whose envelope the decoder has
+    already proven valid (:meth:`sqlcdc.formats.Decoder.decode_landed`): those are kept without
+    being parsed or checked again."""
     ok = decoder.is_skipped() | (F.size(envelope_violations(schema_file)) == 0)
-    return frames.where(with_envelope_doc(bronze), ok, "_envelope_ok")  # frames says why not .where
+    if proven is not None:
+        proven = F.coalesce(proven, F.lit(False))
+        ok = proven | ok  # evaluated left to right: a proven record's rules are not evaluated
+    return frames.where(with_envelope_doc(bronze, unless=proven), ok, "_envelope_ok")  # frames says why not .where
 
 
 def invalid_envelopes(bronze: DataFrame, decoder: Decoder, schema_file: str, source: SourceConfig) -> DataFrame:

@@ -35,7 +35,7 @@ from functools import lru_cache
 from typing import Callable, Sequence
 
 from pyspark import pipelines as dp
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from sqlcdc import dq_metrics, expectations, formats, frames, gold, reshape, runtime, transport
 from sqlcdc.config import PipelineConfig, SourceConfig, TableConfig, load_pipeline
@@ -166,7 +166,7 @@ def _streaming_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     def stored() -> DataFrame:
         return spark().readStream.table(source.bronze_table)
 
-    _, bronze = _readers(decoder, envelope, stored)
+    bronze = Bronze(decoder, stored, envelope)
     for table in tables:
         _streaming_table_flows(decoder, source, table, bronze)
 
@@ -195,26 +195,26 @@ def source_rejects(decoder, source: SourceConfig, tables: list[TableConfig],
     (``decoder.unrouted``), what no decoder sees (:func:`~sqlcdc.formats.base.rejected_before_decoding`),
     and envelopes that fail their JSON Schema (when the format has one). ``stored`` reads bronze."""
     envelope = expectations.envelope_schema(decoder)
-    landed, bronze = _readers(decoder, envelope, stored)
+    bronze = Bronze(decoder, stored, envelope)
     parts = [decoder.unrouted(bronze(), source, tables),
              rejected_before_decoding(stored(), source.name, decoder.name)]
     if envelope:
-        parts.append(expectations.invalid_envelopes(landed(), decoder, envelope, source))
+        parts.append(expectations.invalid_envelopes(bronze.landed(), decoder, envelope, source))
     return parts
 
 
-def _checked(decoder, table: TableConfig, cols, bronze) -> DataFrame:
+def _checked(decoder, table: TableConfig, cols, bronze: Bronze) -> DataFrame:
     """Decoded changes of ``table`` with its expectations evaluated (:func:`sqlcdc.expectations.check`)."""
-    return expectations.check(decoder.decode(bronze(), table, cols).changes, table, cols)
+    return expectations.check(bronze.decode(table, cols).changes, table, cols)
 
 
-def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec], bronze: Callable[[], DataFrame],
+def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec], bronze: Bronze,
                   read_decoded: Callable[[], DataFrame] | None = None) -> dict[str, Callable[[], DataFrame]]:
     """A table's flow queries by name, each a function of no arguments as SDP calls it: ``silver``
     (changes that pass the table's expectations), ``quarantine`` (records that did not decode, and
     changes a quarantine rule failed), ``dropped`` (changes an ``expect_or_drop`` rule removed; for
     a table without drop rules no rows, and no decode: :func:`sqlcdc.expectations.none_dropped`).
-    ``bronze`` gives the source's records the decoder reads.
+    ``bronze`` is the source's :class:`Bronze` (its checked records, and the table's decode).
     ``tests/connect_resolution.py`` resolves the same functions on Spark Connect.
 
     A batch decoder's table (recomputed each run) also has ``decoded``: every record decoded and
@@ -226,7 +226,7 @@ def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec], bronze: C
     def quarantine() -> DataFrame:
         # One flow for both parts, not two: SDP resolves every flow into quarantine_<source> again
         # when any of them starts; and one copy of the decode when the decoder keeps its frame.
-        return expectations.quarantine_of(decoder.decode(bronze(), table, cols), table, cols)
+        return expectations.quarantine_of(bronze.decode(table, cols), table, cols)
 
     def dropped() -> DataFrame:
         if not expectations.drops(table):  # most tables: a filter over bronze, no decode to resolve and plan
@@ -240,18 +240,18 @@ def table_queries(decoder, table: TableConfig, cols: list[ColumnSpec], bronze: C
     }
 
 
-def _stored_queries(decoder, table: TableConfig, cols: list[ColumnSpec], bronze: Callable[[], DataFrame],
+def _stored_queries(decoder, table: TableConfig, cols: list[ColumnSpec], bronze: Bronze,
                     read_decoded: Callable[[], DataFrame] | None) -> dict[str, Callable[[], DataFrame]]:
     """:func:`table_queries` of a batch decoder's table: ``decoded`` once, the rest read from it."""
 
     def decoded() -> DataFrame:
-        return expectations.checked_rows(decoder.decode(bronze(), table, cols), table, cols)
+        return expectations.checked_rows(bronze.decode(table, cols), table, cols)
 
     stored = read_decoded or decoded
 
     def quarantine() -> DataFrame:
         # The decode again, for its reject columns only (names over its rows), not for its plan.
-        return expectations.stored_quarantine(stored(), table, decoder.decode(bronze(), table, cols).rejected)
+        return expectations.stored_quarantine(stored(), table, bronze.decode(table, cols).rejected)
 
     def dropped() -> DataFrame:
         if not expectations.drops(table):
@@ -311,7 +311,7 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     def stored() -> DataFrame:
         return spark().read.table(source.bronze_table)
 
-    _, bronze = _readers(decoder, envelope, stored)
+    bronze = Bronze(decoder, stored, envelope)
     waits = [(t, why) for t in tables if (why := waiting(t))]
     for t, why in waits:
         print(f"sqlcdc: table {t.qualified} has no silver this run ({why})", flush=True)
@@ -334,19 +334,35 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
         )(source_dropped_query(decoded, bronze))
 
 
-def _readers(decoder, envelope: dict | None,
-             stored: Callable[[], DataFrame]) -> tuple[Callable[[], DataFrame], Callable[[], DataFrame]]:
-    """``(landed, bronze)`` over a source's stored bronze: ``landed`` its records a decoder may
-    see (not the rows :func:`~sqlcdc.formats.base.is_rejected_before_decoding`), ``bronze`` what the decoder sees (the envelopes that pass
-    their JSON Schema, when the format has one)."""
+@dataclasses.dataclass(frozen=True)
+class Bronze:
+    """A source's bronze as its decoder reads it: ``stored()`` reads the records (the
+    ``bronze_<source>`` table). Calling the value gives what a decoder sees: the :meth:`landed`
+    records whose envelope passes the format's JSON Schema (``envelope``, when it has one);
+    :meth:`decode` decodes a table from them through :meth:`sqlcdc.formats.Decoder.decode_landed`,
+    so a decoder may admit envelopes it has proven valid without the check.
 
-    def landed() -> DataFrame:
-        return stored().where(~is_rejected_before_decoding())
+    >>> bronze = Bronze(decoder, lambda: spark().readStream.table(source.bronze_table), envelope)
+    >>> bronze().count(); bronze.decode(table, columns).changes
+    """
 
-    def bronze() -> DataFrame:
-        return expectations.valid_envelopes(landed(), decoder, envelope) if envelope else landed()
+    decoder: formats.Decoder
+    stored: Callable[[], DataFrame]
+    envelope: str | None = None
 
-    return landed, bronze
+    def landed(self) -> DataFrame:
+        """The records a decoder may see (not :func:`~sqlcdc.formats.base.is_rejected_before_decoding`'s)."""
+        return self.stored().where(~is_rejected_before_decoding())
+
+    def admit(self, frame: DataFrame, proven: Column | None = None) -> DataFrame:
+        """The rows of ``frame`` whose envelope is valid, ``proven`` ones unchecked (:func:`sqlcdc.expectations.valid_envelopes`)."""
+        return expectations.valid_envelopes(frame, self.decoder, self.envelope, proven) if self.envelope else frame
+
+    def __call__(self) -> DataFrame:
+        return self.admit(self.landed())
+
+    def decode(self, table: TableConfig, columns: list[ColumnSpec]) -> formats.Decoded:
+        return self.decoder.decode_landed(self.landed(), table, columns, self.admit)
 
 
 def part_view(kind: str, table: TableConfig) -> str:
@@ -368,7 +384,7 @@ def source_quarantine_query(decoder, source: SourceConfig, tables: list[TableCon
     (unrouted records, unreadable files, bad envelopes), the records of tables still ``waits``-ing
     (table, why), and every other table's quarantine, read from its :func:`part_view` (``read``, by
     default the pipeline session's ``read.table``). One balanced union (:func:`sqlcdc.frames.union_all`)."""
-    _, bronze = _readers(decoder, expectations.envelope_schema(decoder), stored)
+    bronze = Bronze(decoder, stored, expectations.envelope_schema(decoder))
     waiting_names = {t.name for t, _ in waits}
 
     def quarantine() -> DataFrame:

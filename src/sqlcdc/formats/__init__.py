@@ -30,7 +30,7 @@ from functools import lru_cache
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, Iterable, Literal, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Literal, Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -161,6 +161,17 @@ class Decoder(ABC):
         envelopes, tables not onboarded), so every landed record is in silver or in quarantine."""
 
     # --- optional, with defaults -----------------------------------------------------------------
+
+    def decode_landed(self, landed: DataFrame, table: TableConfig, columns: list[ColumnSpec],
+                      admit: Callable[[DataFrame, Column | None], DataFrame]) -> Decoded:
+        """:meth:`decode` as the pipeline calls it: ``landed`` is the source's records before their
+        envelope check, and ``admit(frame, proven)`` keeps the rows of ``frame`` whose envelope passes
+        :attr:`envelope_schema` (every row when there is none), taking the rows where the boolean
+        column ``proven`` is true as valid without checking them (:func:`sqlcdc.expectations.valid_envelopes`).
+        Default: ``decode(admit(landed, None), ...)``, every envelope checked. A decoder that proves
+        some envelopes valid while it decodes (Debezium's fast path: docs/fast-path.md) overrides it,
+        and a test must show that what it proves the check would have passed."""
+        return self.decode(admit(landed, None), table, columns)
 
     def config_column(self, column: dict, ordinal: int) -> ColumnSpec:
         """One ``columns:`` entry of a table config (``name``, ``type``, ``lob``; ``ordinal`` its

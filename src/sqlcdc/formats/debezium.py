@@ -269,10 +269,20 @@ def _ordering_problems(op: Column, src: Column) -> Column:
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:
     """Bronze rows of ``table`` -> canonical changes; rows whose values or keys don't read -> quarantine."""
-    fast = _debezium_fast.stage(bronze, table, columns)  # plain records: one typed parse (docs/fast-path.md)
+    return decode_landed(bronze, table, columns, lambda frame, proven: frame)
+
+
+def decode_landed(landed: DataFrame, table: TableConfig, columns: list[ColumnSpec],
+                  admit: Callable[[DataFrame, Column | None], DataFrame]) -> Decoded:
+    """:meth:`sqlcdc.formats.Decoder.decode_landed`: the fast path's plain records are admitted
+    without the envelope check, which their gate implies (the layout is the payload-only branch of
+    ``debezium-envelope.schema.json``, each key once and of its JSON kind; the plain test adds the
+    op and the table: docs/fast-path.md). ``tests/test_debezium_fast.py`` checks that the schema's
+    rules are the ones this covers and that every plain record of its histories passes the check."""
+    fast = _debezium_fast.stage(landed, table, columns)  # plain records: one typed parse (docs/fast-path.md)
     if fast is None:
-        return decode_parsed(_parsed(bronze), table, columns)
-    return decode_parsed(_parsed(fast.frame, skip=fast.plain), table, columns, fast)
+        return decode_parsed(_parsed(admit(landed, None)), table, columns)
+    return decode_parsed(_parsed(admit(fast.frame, fast.plain), skip=fast.plain), table, columns, fast)
 
 
 def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpec],
@@ -421,6 +431,7 @@ class Debezium(Decoder):
     read_bronze = staticmethod(read_bronze)
     columns_for = staticmethod(columns_for)
     decode = staticmethod(decode)
+    decode_landed = staticmethod(decode_landed)
     unrouted = staticmethod(unrouted)
     is_skipped = staticmethod(is_skipped)
 

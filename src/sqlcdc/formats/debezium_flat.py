@@ -50,7 +50,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
-from sqlcdc.formats import Decoded
+from sqlcdc.formats import Decoded, Decoder
 from sqlcdc.formats import debezium as dbz
 from sqlcdc.formats._connect_discovery import schema_envelope
 from sqlcdc.formats.base import json_trim, landed_folder, nested_keys_in, one_json_value
@@ -184,6 +184,7 @@ class DebeziumFlattened(dbz.Debezium):
     read_bronze = staticmethod(dbz.read_bronze)
     columns_for = staticmethod(columns_for)
     decode = staticmethod(decode)
+    decode_landed = Decoder.decode_landed  # no envelope schema, no fast path: Debezium's would stage the full envelope
     unrouted = staticmethod(unrouted)
 
     def dlt_meta_select(self, table: TableConfig, columns: list[dict]) -> tuple[list[str], list[str]] | None:
