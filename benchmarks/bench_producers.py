@@ -45,6 +45,7 @@ import histories  # noqa: E402  (the random histories' renderers, one per produc
 
 from sqlcdc import expectations, formats, transport  # noqa: E402
 from sqlcdc.config import load_pipeline  # noqa: E402
+from sqlcdc.pipeline import Bronze  # noqa: E402  (how the pipeline reads and decodes a source)
 from sqlcdc.runtime import local_spark  # noqa: E402
 
 PRODUCERS = ("debezium", "cdc_ct", "ces", "qlik")
@@ -86,11 +87,8 @@ def main() -> None:
             def floor():
                 return spark.read.text(landing).select(F.from_json("value", ddl).alias("r")).select("r.*")
 
-            def decoded():
-                bronze = transport.read_bronze(spark, source, streaming=False)
-                if envelope:
-                    bronze = expectations.valid_envelopes(bronze, decoder, envelope)
-                return decoder.decode(bronze, table, cols)
+            def decoded():  # as the pipeline decodes a table (pipeline.Bronze: the envelope check, or a decoder's proof)
+                return Bronze(decoder, lambda: transport.read_bronze(spark, source, streaming=False), envelope).decode(table, cols)
 
             def silver():
                 return expectations.passed(expectations.check(decoded().changes, table, cols), table)
