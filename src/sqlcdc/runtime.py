@@ -55,6 +55,21 @@ SMALL_MACHINE_CONF: dict[str, str] = {
 }
 
 
+_CODE = Path(__file__).resolve().parent  # the sqlcdc package
+
+
+def code_digest() -> str:
+    """A digest of sqlcdc's own files (names, sizes, modification times): what was computed by
+    one version of the code is not taken as what another would compute (``cli.unchanged``, the
+    discovery cache of ``formats._discovery``)."""
+    h = hashlib.sha256()
+    for path in sorted(_CODE.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".json", ".yml", ".yaml", ".txt"):
+            st = path.stat()
+            h.update(f"{path.relative_to(_CODE)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
 def is_databricks() -> bool:
     """True when running on a Databricks runtime (where AUTO CDC and expectations are native)."""
     return "DATABRICKS_RUNTIME_VERSION" in os.environ

@@ -32,14 +32,12 @@ from typing import Mapping
 
 from sqlcdc import dq_metrics, formats
 from sqlcdc.config import PipelineConfig, SourceConfig
+from sqlcdc.runtime import code_digest
 
 __all__ = ["STATE_FILE", "Plan", "datasets", "fingerprint", "forget", "plan", "record"]
 
 #: Where the fingerprints of the last successful run are kept, under ``<warehouse>/_sqlcdc``.
 STATE_FILE = "inputs.json"
-
-_CODE = Path(__file__).resolve().parents[1]  # the sqlcdc package
-
 
 def datasets(cfg: PipelineConfig, source: SourceConfig) -> list[str]:
     """The pipeline's tables that hold ``source``'s data: bronze, quarantine, dropped, each silver
@@ -70,7 +68,7 @@ def fingerprint(cfg: PipelineConfig, source: SourceConfig, code: str | None = No
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         st = path.stat()
         h.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    h.update((code or _code_digest()).encode())
+    h.update((code or code_digest()).encode())
     return h.hexdigest()
 
 
@@ -91,7 +89,7 @@ class Plan:
 
 def plan(cfg: PipelineConfig, warehouse: Path) -> Plan:
     """The :class:`Plan` of a run of ``cfg`` on ``warehouse``."""
-    code = _code_digest()
+    code = code_digest()
     prints = {name: p for name, s in cfg.sources.items() if (p := fingerprint(cfg, s, code)) is not None}
     recorded = _load(warehouse)
     tables_dir = warehouse / "tables"
@@ -132,10 +130,3 @@ def _load(warehouse: Path) -> dict[str, str]:
     return data if isinstance(data, dict) else {}
 
 
-def _code_digest() -> str:
-    h = hashlib.sha256()
-    for path in sorted(_CODE.rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".json", ".yml", ".yaml", ".txt"):
-            st = path.stat()
-            h.update(f"{path.relative_to(_CODE)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()
