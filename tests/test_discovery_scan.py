@@ -24,6 +24,12 @@ from sqlcdc.formats import _ces_metadata, _qlik_metadata, base, ces
 ORDER_COLS = [("order_id", "int"), ("amount", "decimal(10,2)")]
 
 
+@pytest.fixture(autouse=True)
+def _no_kept_discovery(monkeypatch):
+    """These count full scans: no local run's kept rows (test_discovery_cache.py tests those)."""
+    monkeypatch.delenv(base.STATE_DIR_ENV, raising=False)
+
+
 def _counting(monkeypatch, module, name: str) -> list:
     calls: list = []
     real = getattr(module, name)

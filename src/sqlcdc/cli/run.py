@@ -34,6 +34,7 @@ from sqlcdc.assets import PIPELINE_LAYERS, PIPELINES_DIR
 from sqlcdc.cli import unchanged
 from sqlcdc.cli.progress import PROGRESS_LINE, RunProgress
 from sqlcdc.config import ConfigError, PipelineConfig, load_pipeline
+from sqlcdc.formats._discovery import CACHE_DIR
 from sqlcdc.formats.base import STATE_DIR_ENV
 
 if TYPE_CHECKING:
@@ -218,6 +219,8 @@ def run_pipeline(
     cmd = [str(Path(sys.executable).parent / "spark-pipelines"), "--remote", engine.remote, "run", "--spec", str(spec_path)]
     if full_refresh:
         cmd.append("--full-refresh-all")
+        # what discovery found and kept is found again from every landed file (formats._discovery)
+        shutil.rmtree(warehouse / "_sqlcdc" / CACHE_DIR, ignore_errors=True)
     earlier = earlier_flow_layout(cfg, warehouse)
     log_path = spec_path.parent / "last-run.log"
     marker = reshape_marker(warehouse)

@@ -15,7 +15,8 @@ from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats._ces_events import _routes, events
 from sqlcdc.formats._column_names import name_arrays, name_problems
-from sqlcdc.formats.base import is_rejected_before_decoding, scanned
+from sqlcdc.formats._discovery import incremental
+from sqlcdc.formats.base import is_rejected_before_decoding
 from sqlcdc.values import ColumnSpec
 
 __all__ = ["cols_problem", "_ARGS_RE", "_discover", "_metadata_problems", "_shapes", "_type_problem"]
@@ -93,11 +94,21 @@ def _source_shapes(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     )
 
 
+def _merged_shapes(shapes: DataFrame) -> DataFrame:
+    """:func:`_source_shapes` of the files of several of its results (their union): each table's
+    and cols' earliest first, latest last and the ``pkkey`` names at the latest."""
+    return shapes.groupBy("src_db", "src_schema", "src_table", "src_cols").agg(
+        F.min("first").alias("first"), F.max("last").alias("last"), F.max_by("pk_names", "last").alias("pk_names"))
+
+
 def _shapes(bronze: DataFrame, table: TableConfig) -> list[Any]:
     """One row per distinct ``eventsource.cols`` of the table's schema-valid events: the first and
     last commit position it was seen at, its problem (:func:`cols_problem`) and the latest ``pkkey``
-    names. One Spark job over the source's shapes (:func:`_source_shapes`); few rows."""
-    shapes = scanned(("ces-shapes", table.source.name), lambda: _source_shapes(bronze, table.source))
+    names. One Spark job over the source's shapes (:func:`_source_shapes`, of only the files landed
+    since the last run's in a local run: :mod:`sqlcdc.formats._discovery`); few rows."""
+    source = table.source
+    shapes = incremental(("ces-shapes", source.name), repr(source), lambda: bronze,
+                         lambda b: _source_shapes(b, source), _merged_shapes)
     return (
         frames.where(shapes, _routes(table), "_routed")
         .groupBy("src_cols")

@@ -445,15 +445,15 @@ def one_scan_per_source() -> Iterator[None]:
         _scans = outer
 
 
-def scanned(key: Hashable, scan: Callable[[], DataFrame]) -> DataFrame:
+def scanned(key: Hashable, scan: Callable[[], DataFrame], *, local: bool = False) -> DataFrame:
     """``scan()``, an aggregate of a source's landed records (a few rows per table). Inside
     :func:`one_scan_per_source`, computed once per ``key`` and held as a local relation, so each
-    table's lookup afterwards reads those rows, not the landing."""
+    table's lookup afterwards reads those rows, not the landing (``local``: ``scan`` gives one)."""
     if _scans is None:
         return scan()
     if key not in _scans:
         frame = scan()
-        _scans[key] = frame.sparkSession.createDataFrame(frame.collect(), frame.schema)
+        _scans[key] = frame if local else frame.sparkSession.createDataFrame(frame.collect(), frame.schema)
     return _scans[key]
 
 

@@ -1,0 +1,180 @@
+"""A local run's discovery reads only the files landed since the last run's (formats._discovery).
+
+CES tables without ``columns:`` find their columns and keys in every landed event's
+``eventsource.cols``: each run scanned the source's whole history at pipeline definition (22 s of
+a test run's 45 s of definitions, docs/testing.md). With a state folder (``sqlcdc run``'s
+``<warehouse>/_sqlcdc``) the rows found are kept with the files they cover: nothing new reads no landed
+file, a new file is the only file read, and a changed or removed file, a changed config or code
+version is a full scan again. Each case is checked against a full scan without the state folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+
+import pytest
+
+import test_ces as ces_events  # its event builders (a module import: its tests are not collected here)
+from sqlcdc.formats import _ces_metadata, _discovery, base
+
+ORDER_COLS = [("order_id", "int"), ("amount", "decimal(10,2)")]
+ORDER_COLS_2 = ORDER_COLS + [("note", "nvarchar(20)")]
+
+
+@pytest.fixture
+def landed(tmp_path, monkeypatch):
+    """(source, orders table, landing folder, state folder), the state folder set as a local run's."""
+    landing, state = tmp_path / "landing", tmp_path / "state"
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(state))
+    src = ces_events.source(landing)
+    orders = dataclasses.replace(ces_events.purchases(src), name="orders", table="Orders", keys=())
+    ces_events.land_json(landing, "a.json", [
+        ces_events.event("INS", table="Orders", cols=ORDER_COLS, current={"order_id": 5, "amount": "1.50"},
+                         pk={"order_id": 5}, lsn="0000002C00000400000A", seq=1),
+        ces_events.event("INS", current={"purchase_id": 1}, pk={"purchase_id": 1}, seq=2),
+    ])
+    return src, orders, landing, state
+
+
+def _discover(table, spark):
+    with base.one_scan_per_source():
+        return _ces_metadata._discover(table, table.source, spark)
+
+
+def _full(table, spark, monkeypatch):
+    """What a scan of every landed file finds (no state folder: nothing kept, nothing read)."""
+    with monkeypatch.context() as m:
+        m.delenv(base.STATE_DIR_ENV)
+        return _discover(table, spark)
+
+
+def _aggregated_files(monkeypatch) -> list[set[str]]:
+    """The landed files each call of the shapes aggregate reads, in call order."""
+    seen: list[set[str]] = []
+    real = _ces_metadata._source_shapes
+
+    def counted(bronze, source):
+        seen.append({os.path.basename(r.source_file) for r in bronze.select("source_file").distinct().collect()})
+        return real(bronze, source)
+
+    monkeypatch.setattr(_ces_metadata, "_source_shapes", counted)
+    return seen
+
+
+_groups = itertools.count()
+
+
+def _jobs_during(spark, action) -> tuple[object, list[int]]:
+    sc, group = spark.sparkContext, f"sqlcdc-discovery-probe-{next(_groups)}"
+    sc.setJobGroup(group, "discovery")
+    try:
+        out = action()
+        jobs = list(sc.statusTracker().getJobIdsForGroup(group))
+    finally:
+        sc.setJobGroup("", "")
+    return out, jobs
+
+
+def test_second_scan_of_the_same_files_runs_no_job_and_a_new_file_is_the_only_one_read(spark, landed, monkeypatch):
+    src, orders, landing, state = landed
+    files = _aggregated_files(monkeypatch)
+    first = _discover(orders, spark)
+    assert files == [{"a.json"}]
+    assert [c["name"] for c in first["cols"]] == ["order_id", "amount"] and first["keys"] == ["order_id"]
+    assert len(list((state / _discovery.CACHE_DIR).glob("*.json"))) == 1
+
+    again, jobs = _jobs_during(spark, lambda: _discover(orders, spark))
+    assert again == first and files == [{"a.json"}]  # the landing is not aggregated again
+    with base.one_scan_per_source():  # the jobs of a lookup in rows already scanned, for comparison
+        _ces_metadata._discover(orders, src, spark)
+        _, lookup = _jobs_during(spark, lambda: _ces_metadata._discover(orders, src, spark))
+    assert len(jobs) == len(lookup)  # a kept scan costs what a second table of one scan does
+
+    # a later event adds a column and changes the key; an earlier one (older lsn) comes in a new file too
+    ces_events.land_json(landing, "b.json", [
+        ces_events.event("UPD", table="Orders", cols=ORDER_COLS_2, current={"order_id": 5, "amount": "2.00", "note": "x"},
+                         pk={"order_id": 5, "amount": "2.00"}, lsn="0000002C00000500000A", seq=1),
+        ces_events.event("INS", table="Orders", cols=ORDER_COLS, current={"order_id": 4, "amount": "1.00"},
+                         pk={"order_id": 4}, lsn="0000002C00000300000A", seq=1),
+    ])
+    merged = _discover(orders, spark)
+    assert files == [{"a.json"}, {"b.json"}]  # only the new file was read
+    assert [c["name"] for c in merged["cols"]] == ["order_id", "amount", "note"]
+    assert merged["keys"] == ["order_id", "amount"]
+    assert merged["first_seen"]["order_id"] == ("0000002C00000300000A", 1)  # the older event in the new file
+    assert merged["first_seen"]["note"] == ("0000002C00000500000A", 1)
+    assert merged == _full(orders, spark, monkeypatch)
+
+
+def test_a_changed_or_removed_file_or_config_is_a_full_scan(spark, landed, monkeypatch):
+    src, orders, landing, state = landed
+    ces_events.land_json(landing, "b.json", [
+        ces_events.event("UPD", table="Orders", cols=ORDER_COLS_2, current={"order_id": 5, "note": "x"},
+                         pk={"order_id": 5}, lsn="0000002C00000500000A", seq=1)])
+    files = _aggregated_files(monkeypatch)
+    assert [c["name"] for c in _discover(orders, spark)["cols"]] == ["order_id", "amount", "note"]
+
+    # b.json rewritten without the added column: the kept rows no longer hold, both files are read
+    ces_events.land_json(landing, "b.json", [
+        ces_events.event("UPD", table="Orders", cols=ORDER_COLS, current={"order_id": 5, "amount": "3.00"},
+                         pk={"order_id": 5}, lsn="0000002C00000500000A", seq=1)])
+    edited = _discover(orders, spark)
+    assert files[-1] == {"a.json", "b.json"}
+    assert [c["name"] for c in edited["cols"]] == ["order_id", "amount"] and edited == _full(orders, spark, monkeypatch)
+
+    (landing / "a.json").unlink()  # a file gone: its events no longer count
+    gone = _discover(orders, spark)
+    assert files[-1] == {"b.json"} and gone["first_seen"]["order_id"] == ("0000002C00000500000A", 1)
+    assert gone == _full(orders, spark, monkeypatch)
+
+    # another config of the same source name (here: another landing) is not served the kept rows
+    other = landing.parent / "other"
+    ces_events.land_json(other, "c.json", [
+        ces_events.event("INS", table="Orders", cols=[("order_id", "int")], current={"order_id": 1},
+                         pk={"order_id": 1}, lsn="0000002C00000100000A", seq=1)])
+    moved = dataclasses.replace(orders, source=dataclasses.replace(src, landing=str(other)))
+    assert [c["name"] for c in _discover(moved, spark)["cols"]] == ["order_id"] and files[-1] == {"c.json"}
+
+
+def test_kept_rows_survive_a_new_process_and_nothing_is_kept_without_a_state_folder(spark, landed, monkeypatch):
+    src, orders, landing, state = landed
+    first = _discover(orders, spark)
+    [kept] = (state / _discovery.CACHE_DIR).glob("*.json")
+    data = json.loads(kept.read_text())
+    assert data["key"] == ["ces-shapes", src.name] and list(data["files"]) == [str(landing / "a.json")]
+    # what the JSON holds reads back as the same rows (another process starts from the file)
+    files = _aggregated_files(monkeypatch)
+    assert _discover(orders, spark) == first and files == []
+
+    kept.write_text("{not json")  # a damaged cache is no cache: a full scan, then kept again
+    assert _discover(orders, spark) == first and files == [{"a.json"}]
+    assert json.loads(kept.read_text())["digest"] == data["digest"]
+
+    monkeypatch.delenv(base.STATE_DIR_ENV)
+    assert _discover(orders, spark) == first and files[-1] == {"a.json"}  # no state folder: read again
+
+
+def test_a_full_refresh_drops_what_discovery_kept_and_an_incremental_run_keeps_it(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from sqlcdc.cli import run
+    from sqlcdc.config import load_pipeline
+
+    (tmp_path / "config" / "tables").mkdir(parents=True)
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "config" / "pipeline.yml").write_text(f"name: t\nsources:\n  s:\n    format: ces\n    landing: {tmp_path / 'landing'}\n")
+    (tmp_path / "config" / "tables" / "orders.yml").write_text("source: s\ntable: dbo.Orders\n")
+    cfg, wh = load_pipeline(tmp_path / "config" / "pipeline.yml"), tmp_path / "warehouse"
+    kept = wh / "_sqlcdc" / _discovery.CACHE_DIR / "k.json"
+    commands: list[list[str]] = []
+    monkeypatch.setattr(run, "_run", lambda cmd, *a, **k: commands.append(cmd) or 0)
+    engine = SimpleNamespace(remote="sc://127.0.0.1:1", log=None, spark=None, stop_serving=lambda: None)
+    for full_refresh in (False, True):
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text("{}")
+        assert run.run_pipeline(cfg, wh, engine, wh / "_sqlcdc" / "spec.yml", {}, full_refresh=full_refresh) == 0
+        assert kept.exists() is not full_refresh
+    assert "--full-refresh-all" in commands[-1] and "--full-refresh-all" not in commands[0]
