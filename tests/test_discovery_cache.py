@@ -22,6 +22,8 @@ from sqlcdc.formats import _ces_metadata, _discovery, base
 
 ORDER_COLS = [("order_id", "int"), ("amount", "decimal(10,2)")]
 ORDER_COLS_2 = ORDER_COLS + [("note", "nvarchar(20)")]
+#: A file name Spark's URIs spell half escaped: the space and % escaped, the é and + not.
+ODD, ODD_URI = "b é+%#.json", "b%20é+%25%23.json"
 
 
 @pytest.fixture
@@ -94,14 +96,14 @@ def test_second_scan_of_the_same_files_runs_no_job_and_a_new_file_is_the_only_on
     assert len(jobs) == len(lookup)  # a kept scan costs what a second table of one scan does
 
     # a later event adds a column and changes the key; an earlier one (older lsn) comes in a new file too
-    ces_events.land_json(landing, "b.json", [
+    ces_events.land_json(landing, ODD, [
         ces_events.event("UPD", table="Orders", cols=ORDER_COLS_2, current={"order_id": 5, "amount": "2.00", "note": "x"},
                          pk={"order_id": 5, "amount": "2.00"}, lsn="0000002C00000500000A", seq=1),
         ces_events.event("INS", table="Orders", cols=ORDER_COLS, current={"order_id": 4, "amount": "1.00"},
                          pk={"order_id": 4}, lsn="0000002C00000300000A", seq=1),
     ])
     merged = _discover(orders, spark)
-    assert files == [{"a.json"}, {"b.json"}]  # only the new file was read
+    assert files == [{"a.json"}, {ODD_URI}]  # only the new file was read, found by its URI spelling
     assert [c["name"] for c in merged["cols"]] == ["order_id", "amount", "note"]
     assert merged["keys"] == ["order_id", "amount"]
     assert merged["first_seen"]["order_id"] == ("0000002C00000300000A", 1)  # the older event in the new file
@@ -144,7 +146,7 @@ def test_kept_rows_survive_a_new_process_and_nothing_is_kept_without_a_state_fol
     first = _discover(orders, spark)
     [kept] = (state / _discovery.CACHE_DIR).glob("*.json")
     data = json.loads(kept.read_text())
-    assert data["key"] == ["ces-shapes", src.name] and list(data["files"]) == [str(landing / "a.json")]
+    assert data["key"] == ["ces-shapes", src.name] and list(data["files"]) == [(landing / "a.json").as_uri()]
     # what the JSON holds reads back as the same rows (another process starts from the file)
     files = _aggregated_files(monkeypatch)
     assert _discover(orders, spark) == first and files == []

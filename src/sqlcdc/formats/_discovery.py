@@ -9,7 +9,7 @@ counted twice changes nothing.
 
 So in a local run (:data:`~sqlcdc.formats.base.STATE_DIR_ENV` set, a local landing folder) the rows
 found are kept in ``<state>/discovery/<source>.json`` with the files they cover (path, size,
-modification time) and a digest of the source's config and sqlcdc's code. The next scan lists the
+modification time, as URIs) and a digest of the source's config and sqlcdc's code. The next scan lists the
 landed files (``DataFrame.inputFiles``: the files Spark would read) and then:
 
 - every covered file unchanged, nothing new: the kept rows, no Spark job;
@@ -31,9 +31,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import quote
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -98,8 +98,8 @@ def _scan(key: tuple[str, str], salt: str, landed: DataFrame, aggregate: Callabl
 
 
 def _listed(landed: DataFrame) -> dict[str, list[int]] | None:
-    """The files ``landed`` reads, ``{local path: [size, modification time ns]}``, listed now;
-    None when one of them is not local, or the frame is not a read of files."""
+    """The files ``landed`` reads, ``{URI as Spark spells it: [size, modification time ns]}``,
+    listed now; None when one of them is not local, or the frame is not a read of files."""
     try:
         uris = landed.inputFiles()
     except Exception as e:  # noqa: BLE001 - not a file read (a union with a topic): a full scan
@@ -116,14 +116,16 @@ def _listed(landed: DataFrame) -> dict[str, list[int]] | None:
             st = os.stat(p)
         except OSError:  # gone since the listing: the scan reads what is there
             return None
-        out[p] = [st.st_size, st.st_mtime_ns]
+        out[uri] = [st.st_size, st.st_mtime_ns]
     return out
 
 
-def _spellings(path: str) -> list[str]:
-    """How Spark's ``_metadata.file_path`` may spell the local ``path`` (``file:/x``, ``file:///x``)."""
-    q = quote(path)
-    return sorted({f"file:{q}", f"file://{q}", f"file:{path}", f"file://{path}"})
+def _spellings(uri: str) -> list[str]:
+    """How ``_metadata.file_path`` (bronze's ``source_file``) spells the file ``inputFiles`` lists
+    as ``uri``: the same URI (Hadoop's, which escapes a space but not an ``é``), with or without
+    the empty authority (``file:///x``, ``file:/x``). Never re-encoded: that would miss a mixed name."""
+    bare = re.sub(r"^file:/+", "file:/", uri)
+    return sorted({uri, bare, re.sub(r"^file:/", "file:///", bare)})
 
 
 def _load(path: Path) -> dict[str, Any]:
