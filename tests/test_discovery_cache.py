@@ -154,6 +154,8 @@ def test_kept_rows_survive_a_new_process_and_nothing_is_kept_without_a_state_fol
     kept.write_text("{not json")  # a damaged cache is no cache: a full scan, then kept again
     assert _discover(orders, spark) == first and files == [{"a.json"}]
     assert json.loads(kept.read_text())["digest"] == data["digest"]
+    kept.write_text(json.dumps({**data, "rows": "not rows", "schema": "{}"}))  # right digest, wrong rows
+    assert _discover(orders, spark) == first and files == [{"a.json"}, {"a.json"}]
 
     monkeypatch.delenv(base.STATE_DIR_ENV)
     assert _discover(orders, spark) == first and files[-1] == {"a.json"}  # no state folder: read again

@@ -76,10 +76,9 @@ def _scan(key: tuple[str, str], salt: str, landed: DataFrame, aggregate: Callabl
     digest = hashlib.sha256(f"{salt}\0{code_digest()}".encode()).hexdigest()
     kept = _load(path)
     spark = landed.sparkSession
-    covered = kept.get("files", {}) if kept.get("digest") == digest else None
-    if covered is not None and all(files.get(p) == v for p, v in covered.items()):
-        schema = StructType.fromJson(json.loads(kept["schema"]))
-        old = spark.createDataFrame([_from_json(r, schema) for r in kept["rows"]], schema)
+    covered = kept.get("files") if kept.get("digest") == digest else None
+    old = _kept_rows(spark, kept) if isinstance(covered, dict) else None
+    if old is not None and all(files.get(p) == v for p, v in covered.items()):
         new = [p for p in files if p not in covered]
         if not new:
             log.info("discovery %s: nothing landed since the last scan; %d file(s) covered", key, len(covered))
@@ -95,6 +94,17 @@ def _scan(key: tuple[str, str], salt: str, landed: DataFrame, aggregate: Callabl
         _store(path, {"key": list(key), "digest": digest, "files": files, "schema": found.schema.json(),
                       "rows": [_to_json(r) for r in rows]})
     return local
+
+
+def _kept_rows(spark, kept: dict[str, Any]) -> DataFrame | None:
+    """The rows ``kept`` holds as a local frame; None when they cannot be read back (a kept file
+    edited by hand or by another tool): then the scan is a full one, never a failed run."""
+    try:
+        schema = StructType.fromJson(json.loads(kept["schema"]))
+        return spark.createDataFrame([_from_json(r, schema) for r in kept["rows"]], schema)
+    except (KeyError, TypeError, ValueError) as e:
+        log.info("discovery: kept rows unreadable (%s): a full scan", e)
+        return None
 
 
 def _listed(landed: DataFrame) -> dict[str, list[int]] | None:
