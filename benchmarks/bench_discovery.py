@@ -1,9 +1,10 @@
-"""What finding a CES table's columns costs at pipeline definition, with and without the kept scan.
+"""What finding a table's columns costs at pipeline definition, with and without the kept scan.
 
 A CES table without ``columns:`` takes its columns and keys from every landed event's
-``eventsource.cols`` (``formats._ces_metadata._discover``): without a state folder every run scans
-the whole landing; in a local run (``formats._discovery``) a run reads only the files landed since
-the last. This lands one random CES history (``tests/histories.py``) as ``--files`` files, then
+``eventsource.cols`` (``formats._ces_metadata._discover``); a Qlik table its columns' types from the
+metadata messages among the landed lines (``formats._qlik_metadata.discover``): without a state
+folder every run scans the whole landing; in a local run (``formats._discovery``) a run reads only
+the files landed since the last. This lands one random ``--format`` history (``tests/histories.py``) as ``--files`` files, then
 times, in one Spark Connect session (as ``spark-pipelines`` defines a pipeline), the best of
 ``--repeat`` of:
 
@@ -14,7 +15,7 @@ times, in one Spark Connect session (as ``spark-pipelines`` defines a pipeline),
 
 each beside the floor as a ratio. Relative figures in one process; the machine's load moves the rest::
 
-    .venv/bin/python benchmarks/bench_discovery.py --changes 20000 --files 40
+    .venv/bin/python benchmarks/bench_discovery.py --changes 20000 --files 40 [--format qlik]
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import histories  # noqa: E402
 from connect_resolution import connect_session  # noqa: E402
 
 from sqlcdc.config import load_pipeline  # noqa: E402
-from sqlcdc.formats import _ces_metadata, _discovery, base  # noqa: E402
+from sqlcdc.formats import _ces_metadata, _discovery, _qlik_metadata, base  # noqa: E402
 
 
 def best(repeat: int, fn, before=None) -> float:
@@ -54,6 +55,7 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=20000)
     ap.add_argument("--files", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--format", choices=("ces", "qlik"), default="ces")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sqlcdc-bench-discovery-"))
     try:
@@ -63,7 +65,7 @@ def main() -> None:
 
 
 def run(work: Path, args) -> None:
-    config, landed = histories.land(work, ["ces"], keys=max(10, args.changes // 20), changes=args.changes, seed=7,
+    config, landed = histories.land(work, [args.format], keys=max(10, args.changes // 20), changes=args.changes, seed=7,
                                     per_file=None)
     cfg = load_pipeline(config)
     [source] = cfg.sources.values()
@@ -75,13 +77,15 @@ def run(work: Path, args) -> None:
     step = -(-len(lines) // (args.files + 1))
     chunks = [lines[i:i + step] for i in range(0, len(lines), step)]
     for i, chunk in enumerate(chunks[:-1]):
-        (folder / f"part-{i:04d}.json").write_text("".join(chunk))
+        (folder / f"part-{i:04d}{whole.suffix}").write_text("".join(chunk))
     spare = chunks[-1]
     spark = connect_session()
     state = work / "state"
 
     def discover():
         with base.one_scan_per_source():
+            if args.format == "qlik":
+                return _qlik_metadata._versions_of(table, source, spark)
             return _ces_metadata._discover(table, source, spark)
 
     def fresh_state():
@@ -91,10 +95,10 @@ def run(work: Path, args) -> None:
 
     def one_new_file():
         fresh_state()
-        (folder / "part-new.json").write_text("".join(spare))
+        (folder / f"part-new{whole.suffix}").write_text("".join(spare))
 
     def no_new_file():
-        (folder / "part-new.json").unlink(missing_ok=True)
+        (folder / f"part-new{whole.suffix}").unlink(missing_ok=True)
         fresh_state()
 
     discover()  # warm: classes, functions, the first job of the session
@@ -105,8 +109,8 @@ def run(work: Path, args) -> None:
     new = best(args.repeat, discover, before=one_new_file)
     found = discover()
     os.environ.pop(base.STATE_DIR_ENV, None)
-    assert discover() == found, "the kept scan found other columns than a full scan"
-    print(f"CES landing: {landed['ces']} events in {args.files} files "
+    assert discover() == found, "the kept scan found other columns or versions than a full scan"
+    print(f"{args.format} landing: {landed[args.format]} records in {args.files} files "
           f"({sum(p.stat().st_size for p in folder.iterdir()) / 1e6:.1f} MB); kept rows in {state / _discovery.CACHE_DIR}")
     print(f"{'discovery':28} {'best s':>7} {'x floor':>8}")
     for name, secs in (("floor: read + count", floor), ("full scan (no state folder)", full),

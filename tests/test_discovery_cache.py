@@ -6,19 +6,25 @@ a test run's 45 s of definitions, docs/testing.md). With a state folder (``sqlcd
 ``<warehouse>/_sqlcdc``) the rows found are kept with the files they cover: nothing new reads no landed
 file, a new file is the only file read, and a changed or removed file, a changed config or code
 version is a full scan again. Each case is checked against a full scan without the state folder.
+Qlik's metadata versions are kept the same way; a version sent twice with one timestamp must be
+decided as a full scan decides it, not by which file was read later.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import json
 import os
+import shutil
 
 import pytest
+from pyspark.sql import functions as F
 
 import test_ces as ces_events  # its event builders (a module import: its tests are not collected here)
-from sqlcdc.formats import _ces_metadata, _discovery, base
+import test_qlik as qlik_events  # its fixtures' source and table
+from sqlcdc.formats import _ces_metadata, _discovery, _qlik_metadata, base, qlik
 
 ORDER_COLS = [("order_id", "int"), ("amount", "decimal(10,2)")]
 ORDER_COLS_2 = ORDER_COLS + [("note", "nvarchar(20)")]
@@ -182,3 +188,73 @@ def test_a_full_refresh_drops_what_discovery_kept_and_an_incremental_run_keeps_i
         assert run.run_pipeline(cfg, wh, engine, wh / "_sqlcdc" / "spec.yml", {}, full_refresh=full_refresh) == 0
         assert kept.exists() is not full_refresh
     assert "--full-refresh-all" in commands[-1] and "--full-refresh-all" not in commands[0]
+
+
+# --- Qlik: metadata versions --------------------------------------------------------------------
+
+
+def _qlik_found_files(monkeypatch) -> list[set[str]]:
+    """The landed files each call of the Qlik metadata aggregate reads, in call order."""
+    seen: list[set[str]] = []
+    real = _qlik_metadata._found
+
+    def counted(bronze):
+        seen.append({os.path.basename(r.source_file) for r in bronze.select("source_file").distinct().collect()})
+        return real(bronze)
+
+    monkeypatch.setattr(_qlik_metadata, "_found", counted)
+    return seen
+
+
+def _versions(src, spark) -> list[dict]:
+    with base.one_scan_per_source():
+        rows = _qlik_metadata.discover(spark, src).collect()
+    return sorted((r.asDict(recursive=True) for r in rows), key=lambda v: (v["table"], v["version"]))
+
+
+def _record_id(uri: str, line: str) -> str:
+    """bronze's record_id (base.record_id of source_file and value), computed here independently."""
+    return hashlib.sha256(f"{uri}\x01{line}".encode()).hexdigest()[:32]
+
+
+def test_qlik_metadata_versions_are_kept_and_a_tie_is_broken_as_a_full_scan_breaks_it(spark, tmp_path, monkeypatch):
+    """A version sent twice with one ``lineage.timestamp`` keeps the message with the greater record
+    id; merged with kept rows, the newer file must not win because it was read later."""
+    landing, state = tmp_path / "landing", tmp_path / "state"
+    landing.mkdir()
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(state))
+    for name in ("01_metadata_v1.jsonl", "02_full_load.jsonl"):
+        shutil.copy(qlik_events.FIXTURES / name, landing / name)
+    src = qlik_events.source(landing)
+    customers = qlik_events.table(src)
+    files = _qlik_found_files(monkeypatch)
+
+    def names():
+        return [c.name for c in qlik.columns_for(customers, src, spark)]
+
+    assert names() == ["ID", "NAME", "EMAIL", "BALANCE"] and files == [{"01_metadata_v1.jsonl", "02_full_load.jsonl"}]
+    assert names() == ["ID", "NAME", "EMAIL", "BALANCE"] and len(files) == 1  # kept: nothing read again
+    shutil.copy(qlik_events.FIXTURES / "03_cdc.jsonl", landing / "03_cdc.jsonl")  # tableVersion 2 adds TIER
+    assert names() == ["ID", "NAME", "EMAIL", "BALANCE", "TIER"] and files[-1] == {"03_cdc.jsonl"}
+
+    # version 1 again, same timestamp, one more column, in a file whose record id is the smaller one
+    old_line = (landing / "01_metadata_v1.jsonl").read_text().splitlines()[0]
+    [old] = (base.read_text_lines(spark, str(landing), streaming=False)
+             .where(F.col("value") == old_line).select("source_file", "record_id").collect())
+    assert _record_id(old.source_file, old_line) == old.record_id
+    doc = json.loads(old_line)
+    doc["message"]["tableStructure"]["tableColumns"]["X"] = {"ordinal": 9, "type": "INT4"}
+    line = json.dumps(doc)
+    name = next(n for n in (f"resent-{i}.jsonl" for i in itertools.count())
+                if _record_id(old.source_file.rsplit("/", 1)[0] + "/" + n, line) < old.record_id)
+    (landing / name).write_text(line + "\n")
+    assert "X" not in names() and files[-1] == {name}  # the older message keeps version 1
+    kept = _versions(src, spark)
+    monkeypatch.delenv(base.STATE_DIR_ENV)
+    assert kept == _versions(src, spark)  # a full scan finds the same
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(state))
+
+    doc["message"]["lineage"]["timestamp"] = "2025-01-01T09:00:00.001"  # a later timestamp wins
+    (landing / "later.jsonl").write_text(json.dumps(doc) + "\n")
+    assert "X" in names() and files[-1] == {"later.jsonl"}
+    assert len(list((state / _discovery.CACHE_DIR).glob("*.json"))) == 1

@@ -91,7 +91,7 @@ def test_qlik_tables_are_discovered_from_one_scan_of_their_metadata(spark, tmp_p
     tables = [table] + [dataclasses.replace(table, name=f"{table.name}_{i}", table=f"{table.table}_{i}", keys=())
                         for i in range(2)]
     decoder = formats.get("qlik")
-    scans = _counting(monkeypatch, _qlik_metadata, "discover")
+    scans = _counting(monkeypatch, _qlik_metadata, "_found")
     each = _columns(decoder, tables, source, spark)
     assert len(scans) == 3
     with base.one_scan_per_source():

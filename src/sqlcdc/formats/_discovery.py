@@ -1,9 +1,9 @@
 """Discovery scans that remember what they found, so a run reads only the files landed since.
 
-A decoder that finds a table's columns and keys in what has landed (CES ``eventsource.cols``)
-aggregates all of its source's landed records at pipeline definition, on every run: over a long
-history that scan grew with every file ever landed (22 s of a test run's 45 s of definitions,
-docs/testing.md). Its aggregate is *mergeable* -- the aggregate of some files, unioned with the
+A decoder that finds a table's columns and keys in what has landed (CES ``eventsource.cols``, Qlik
+metadata messages) aggregates all of its source's landed records at pipeline definition, on every
+run: over a long history that scan grew with every file ever landed (22 s of a test run's 45 s of
+definitions, docs/testing.md). Its aggregate is *mergeable* -- the aggregate of some files, unioned with the
 aggregate of others and aggregated again, is the aggregate of all -- and *idempotent* -- a file
 counted twice changes nothing.
 

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig, resolve_path
 from sqlcdc.formats._column_names import ARRAYS, name_arrays, name_problems
+from sqlcdc.formats._discovery import incremental
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.formats.base import BRONZE_SCHEMA, is_rejected_before_decoding, read_text_lines, scanned
 
@@ -111,28 +112,49 @@ def _metadata_parsed(bronze: DataFrame) -> DataFrame:
     return _parsed(bronze.where(F.col("value").contains("tableStructure") & ~is_rejected_before_decoding()), ("MD",))
 
 
+_VERSION_FIELDS = ("schema", "table", "version", "schema_id", "server", "task", "timestamp", "cols")
+
+
 def metadata_versions(parsed: DataFrame) -> DataFrame:
     """The latest structure per (schema, table, tableVersion), one row each.
 
     Columns: ``schema, table, version, schema_id, server, task, timestamp, cols`` where ``cols``
     is ``array<struct<ordinal, name, type, length, precision, scale, pk>>`` sorted by ordinal. A
-    version sent twice keeps the message with the latest ``lineage.timestamp``, then ingest time.
+    version sent twice keeps the message with the latest ``lineage.timestamp``, then ingest time
+    (then record id, so a tie picks one message, the same each time).
     """
     md = _metadata_rows(parsed).where(F.col("_md_problem").isNull())
-    latest = F.max_by(
-        F.struct(
-            F.col("_md_schema").alias("schema"), F.col("_md_table").alias("table"), F.col("_md_schema_id").alias("schema_id"),
-            F.col("_md_server").alias("server"), F.col("_md_task").alias("task"), F.col("_md_timestamp").alias("timestamp"),
-            F.col("_md_cols").alias("cols"),
-        ),
-        F.struct(F.col("_md_timestamp"), F.col("ingest_time"), F.col("record_id")),
+    return _latest(md, F.struct(F.col("_md_timestamp"), F.col("ingest_time"), F.col("record_id")), keep_pick=False)
+
+
+def _latest(md: DataFrame, pick: Column, *, keep_pick: bool = True) -> DataFrame:
+    """One row per (schema, table, version) of usable metadata rows ``md``: the message with the
+    greatest ``pick``, which is kept as ``_pick`` (one select after the aggregate either way: a
+    Qlik plan has few analyzer passes to spare under Spark Connect)."""
+    version = F.struct(
+        F.col("_md_schema").alias("schema"), F.col("_md_table").alias("table"), F.col("_md_version").alias("version"),
+        F.col("_md_schema_id").alias("schema_id"), F.col("_md_server").alias("server"), F.col("_md_task").alias("task"),
+        F.col("_md_timestamp").alias("timestamp"), F.col("_md_cols").alias("cols"),
     )
-    grouped = md.groupBy(F.lower("_md_schema").alias("_s"), F.lower("_md_table").alias("_t"), F.col("_md_version").alias("version"))
-    return grouped.agg(latest.alias("_m")).select(
-        F.col("_m.schema").alias("schema"), F.col("_m.table").alias("table"), "version",
-        F.col("_m.schema_id").alias("schema_id"), F.col("_m.server").alias("server"), F.col("_m.task").alias("task"),
-        F.col("_m.timestamp").alias("timestamp"), F.col("_m.cols").alias("cols"),
-    )
+    grouped = md.groupBy(F.lower("_md_schema").alias("_s"), F.lower("_md_table").alias("_t"), F.col("_md_version").alias("_v"))
+    found = grouped.agg(F.max_by(version, pick).alias("_m"), *([F.max(pick).alias("_pick")] if keep_pick else []))
+    return found.select("_m.*", *(["_pick"] if keep_pick else []))
+
+
+def _found(bronze: DataFrame) -> DataFrame:
+    """:func:`metadata_versions` of ``bronze`` for discovery, with ``_pick`` (``lineage.timestamp``,
+    record id) so that :func:`_merged` of the results of some files and of others is the result of
+    all. Ingest time is left out: a discovery scan reads every file at once, so it is one instant
+    in a scan and a later one in the next, and would make the newer scan win a tie."""
+    md = _metadata_rows(_metadata_parsed(bronze)).where(F.col("_md_problem").isNull())
+    return _latest(md, F.struct(F.col("_md_timestamp").alias("timestamp"), F.col("record_id").alias("record_id")))
+
+
+def _merged(found: DataFrame) -> DataFrame:
+    """:func:`_found` over the union of several of its results (the files of each)."""
+    version = F.struct(*[F.col(c) for c in _VERSION_FIELDS])
+    grouped = found.groupBy(F.lower("schema").alias("_s"), F.lower("table").alias("_t"), F.col("version").alias("_v"))
+    return grouped.agg(F.max_by(version, "_pick").alias("_m"), F.max("_pick").alias("_pick")).select("_m.*", "_pick")
 
 
 def _table_versions(versions: DataFrame, table: TableConfig) -> DataFrame:
@@ -213,39 +235,42 @@ def metadata_landing(source: SourceConfig) -> str | None:
 
 
 def discover(spark: SparkSession, source: SourceConfig) -> DataFrame:
-    """Metadata versions (:func:`metadata_versions`) found in the source's landing folders.
+    """Metadata versions (:func:`metadata_versions`, with ``_pick``) found in what the source has landed.
 
     A batch scan of the landed lines that contain ``"tableStructure"`` (metadata messages are
     few and small); folders that do not exist yet give no versions. A Kafka source is scanned on
-    its topic(s) instead (a batch read of what is there now).
+    its topic(s) instead (a batch read of what is there now). Once per source inside
+    :func:`~sqlcdc.formats.base.one_scan_per_source`; in a local run, of only the files landed
+    since the last run's scan (:mod:`sqlcdc.formats._discovery`: the versions found are kept, and
+    :func:`_merged` with those of the new files).
     """
     from sqlcdc import transport
 
+    key = ("qlik-metadata", source.name)
     if transport.is_stream(source):
-        return metadata_versions(_metadata_parsed(transport.read_bronze(spark, source, streaming=False)))
-    paths = [p for p in (source.landing, metadata_landing(source)) if p]
+        return scanned(key, lambda: _found(transport.read_bronze(spark, source, streaming=False)))
+    return incremental(key, repr(source), lambda: _landed(spark, source), _found, _merged)
+
+
+def _landed(spark: SparkSession, source: SourceConfig) -> DataFrame:
+    """The lines landed in the source's landing and metadata landing folders (bronze rows)."""
     frames = []
-    for p in paths:
+    for p in (p for p in (source.landing, metadata_landing(source)) if p):
         try:
             frames.append(read_text_lines(spark, p, streaming=False, glob=source.options.get("glob")))
         except AnalysisException as e:  # PATH_NOT_FOUND: nothing landed yet
             log.info("qlik: no metadata under %s yet (%s)", p, e.getCondition() if hasattr(e, "getCondition") else e)
-    if not frames:
-        empty = spark.createDataFrame([], BRONZE_SCHEMA)
-        return metadata_versions(_metadata_parsed(empty))
-    bronze = frames[0]
+    bronze = frames[0] if frames else spark.createDataFrame([], BRONZE_SCHEMA)
     for f in frames[1:]:
         bronze = bronze.unionByName(f)
-    return metadata_versions(_metadata_parsed(bronze))
+    return bronze
 
 
 def _versions_of(table: TableConfig, source: SourceConfig, spark: SparkSession | None) -> list[dict[str, Any]]:
     """Every metadata version of ``table``, oldest first, each with its ``problem`` (NULL: usable)."""
-    spark = spark or SparkSession.active()
-    tv = _table_versions(scanned(("qlik-metadata", source.name), lambda: discover(spark, source)), table)
-    fields = ("schema", "table", "version", "schema_id", "server", "task", "timestamp", "cols")
+    tv = _table_versions(discover(spark or SparkSession.active(), source), table)
     relevant = [c["name"] for c in table.columns] if table.columns else None
-    cat = _versions_with_problems(tv, fields, table.qualified, relevant).select(F.explode("_versions").alias("v"))
+    cat = _versions_with_problems(tv, _VERSION_FIELDS, table.qualified, relevant).select(F.explode("_versions").alias("v"))
     rows = cat.select("v.*").orderBy("version").collect()
     return [r.asDict(recursive=True) for r in rows]
 
