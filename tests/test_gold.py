@@ -57,7 +57,7 @@ def test_streaming_silver_over_three_runs_merges_only_what_is_new(spark, tmp_pat
     assert scd2(spark, wh) == EXPECTED_SCD2
 
     again = gold.apply_table(spark, TABLE, wh)  # nothing landed: nothing read, nothing changed
-    assert again.changes == 0 and again.modes == {}
+    assert again.changes == 0 and again.modes == {} and again.unchanged
     assert scd1(spark, wh) == EXPECTED_SCD1
 
 
@@ -68,14 +68,50 @@ def test_a_batch_delivered_again_after_an_interrupted_run_changes_nothing(spark,
     land(spark, wh, HISTORY[4:])
     gold.apply_table(spark, TABLE, wh)
     # A run killed after merging but before the stream committed its offsets: the batch comes again.
-    commits = wh / "_sqlcdc" / "gold" / "customers" / "checkpoint" / "commits"
+    # (Such a run never kept what it read: last_apply.json is written when an apply ends.)
+    state = wh / "_sqlcdc" / "gold" / "customers"
+    commits = state / "checkpoint" / "commits"
     last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
     (commits / str(last)).unlink()
     (commits / f".{last}.crc").unlink(missing_ok=True)
+    (state / "last_apply.json").unlink()
     replayed = gold.apply_table(spark, TABLE, wh)
     assert replayed.changes == 4  # HISTORY[4:]
     assert scd1(spark, wh) == EXPECTED_SCD1
     assert scd2(spark, wh) == EXPECTED_SCD2
+
+
+def test_an_apply_whose_silver_did_not_change_reads_nothing_and_anything_else_is_applied(spark, tmp_path, monkeypatch):
+    """Nothing new since the last apply (same silver commit, config and code): no stream, no
+    anti-join, no Spark job -- 3-7 s a table before. A new silver commit, a config change, a missing
+    target or --full-refresh is an apply as before."""
+    from sqlcdc.gold import after_run
+
+    qlik_like = replace(TABLE, source=SourceConfig(name="crm", format="qlik", landing=None))
+    wh = tmp_path / "wh"
+    for table in (TABLE, qlik_like):  # streaming silver, recomputed silver
+        shutil.rmtree(wh, ignore_errors=True)
+        land(spark, wh, HISTORY[:5], mode="overwrite")
+        assert gold.apply_table(spark, table, wh).changes == 5
+        with monkeypatch.context() as m:
+            m.setattr(after_run, "changes_of", lambda *a: pytest.fail("an unchanged silver was read"))
+            m.setattr(after_run, "_rebuild_reason", lambda *a: pytest.fail("an unchanged gold was inspected"))
+            again = gold.apply_table(spark, table, wh)
+        assert again.unchanged and again.changes == 0 and "silver unchanged since the last apply" in str(again)
+
+        land(spark, wh, HISTORY if table is qlik_like else HISTORY[5:], mode="overwrite" if table is qlik_like else "append")
+        new = gold.apply_table(spark, table, wh)
+        assert (new.changes, new.unchanged) == (3, False)  # a new silver commit
+        assert scd1(spark, wh) == EXPECTED_SCD1 and scd2(spark, wh) == EXPECTED_SCD2
+
+        edited = gold.apply_table(spark, replace(table, tombstone_retention_days=30), wh)
+        assert (edited.changes, edited.unchanged) == (0, False)  # another config: applied (nothing new)
+        assert gold.apply_table(spark, replace(table, tombstone_retention_days=30), wh).unchanged
+        assert gold.apply_table(spark, table, wh, full_refresh=True).rebuilt == "full refresh"
+        shutil.rmtree(wh / "tables" / "gold_customers_scd2")
+        missing = gold.apply_table(spark, table, wh)
+        assert missing.rebuilt and missing.rebuilt.startswith("missing") and not missing.unchanged
+        assert scd1(spark, wh) == EXPECTED_SCD1 and scd2(spark, wh) == EXPECTED_SCD2
 
 
 def test_recomputed_silver_applies_the_change_ids_not_yet_applied(spark, tmp_path):

@@ -105,6 +105,9 @@ def test_a_transaction_split_over_two_runs_reaches_gold_whole(spark, tmp_path, s
     assert run1.waiting.startswith(f"; {n_waiting} changes of 2 incomplete"), run1.waiting
     micros1 = 1_795_510_800_000_000  # 2026-11-24T09:00:00Z
     assert _waiting_rows(spark, warehouse) == [(micros1, "q", "hist", n_waiting, 2, True, 0, 0)]
+    [table] = cfg.tables  # a run with nothing new while changes wait: they are looked at again (they may expire)
+    still = after_run.apply_table(spark, table, warehouse, policy=cfg.transactions, run_time=at1 + dt.timedelta(minutes=1))
+    assert not still.unchanged and (still.held.pending, still.held.pending_transactions) == (n_waiting, 2)
 
     again = [lines[i] for i in held] + [line for line in first if rng.random() < 0.3]
     rng.shuffle(again)
@@ -112,7 +115,10 @@ def test_a_transaction_split_over_two_runs_reaches_gold_whole(spark, tmp_path, s
     run2 = _run(spark, cfg, warehouse, cfg.transactions, run_time=at1 + dt.timedelta(minutes=5))
     assert h.gold(spark, after_run.tables_dir(warehouse), "qlik", "hist") == h.expected(changes)
     assert run2.waiting == ""
-    assert _waiting_rows(spark, warehouse)[1:] == [(micros1 + 300_000_000, "q", "hist", 0, 0, False, 0, 0)]
+    assert _waiting_rows(spark, warehouse)[2:] == [(micros1 + 300_000_000, "q", "hist", 0, 0, False, 0, 0)]
+    idle = after_run.apply_table(spark, table, warehouse, policy=cfg.transactions, run_time=at1 + dt.timedelta(minutes=9))
+    assert idle.unchanged and idle.waiting == ""  # nothing new, nothing waits: nothing read, still a row
+    assert _waiting_rows(spark, warehouse)[3:] == [(micros1 + 540_000_000, "q", "hist", 0, 0, False, 0, 0)]
     assert not (after_run.tables_dir(warehouse) / "quarantine_hist_transactions").exists()
 
 

@@ -11,6 +11,7 @@ module                         holds
 :mod:`sqlcdc.gold.incremental` :func:`merge_scd1` / :func:`merge_scd2`: the same tables by MERGE
                                from per-key state, a batch costs what it touches
 :mod:`sqlcdc.gold.after_run`   ``sqlcdc run``'s driver: each table's new silver changes, merged
+:mod:`sqlcdc.gold.last_apply`  what a table's last apply read: an unchanged silver is not read
 :mod:`sqlcdc.gold.graph`      what the pipeline declares: AUTO CDC on Databricks over streaming
                                silver, else a check or a recomputed view
 :mod:`sqlcdc.gold.handoff`     producer hand-off: one gold over several sources' silvers, each

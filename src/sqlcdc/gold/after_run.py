@@ -21,7 +21,10 @@ Which changes are new depends on how the producer's silver is kept:
 A table's gold is rebuilt from all of its silver, saying why, on ``--full-refresh``, when one of
 its parts is missing, when its columns changed (a Qlik ``tableVersion``, CES columns, ``columns:``
 edited), when its SCD2 table's deletion vectors do not match ``deletion_vectors`` (a Delta table
-cannot drop them in place), or when streaming silver was re-created. Run state lives under
+cannot drop them in place), or when streaming silver was re-created. A table whose silver has no
+new commit since its last apply (nor its config, sqlcdc's code, or, under whole-transaction apply,
+its bronze), with nothing waiting for its transaction, is not read at all
+(:mod:`sqlcdc.gold.last_apply`). Run state lives under
 ``<warehouse>/_sqlcdc/gold/<table>/``; the engine's per-key state beside each target
 (``gold_<t>_scd1__state`` ...).
 
@@ -53,7 +56,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlcdc import formats, lsn, model, reshape
-from sqlcdc.gold import handoff, incremental, transactions
+from sqlcdc.gold import handoff, incremental, last_apply, transactions
 from sqlcdc.gold.spec import END_AT, START_AT, ApplyChangesSpec
 from sqlcdc.gold.spec import target as gold_table
 from sqlcdc.config import PipelineConfig, TableConfig, Transactions
@@ -89,10 +92,15 @@ class Applied:
     """Their counts, zeros when nothing waits (None: the table's changes are not held --
     whole-transaction apply is off, the producer marks no transaction end, or a hand-off); also a
     row of ``dq_transactions``."""
+    unchanged: bool = False
+    """Silver (and what else the apply reads) unchanged since the last apply: nothing was read
+    (:mod:`sqlcdc.gold.last_apply`)."""
 
     def __str__(self) -> str:
         if self.skipped:
             return f"{self.table}: {self.skipped}"
+        if self.unchanged:
+            return f"{self.table}: silver unchanged since the last apply -> nothing to do in {self.seconds:.1f}s"
         targets = ", ".join(f"{t} ({m})" for t, m in self.modes.items()) or "nothing to do"
         why = f" [rebuilt: {self.rebuilt}]" if self.rebuilt else ""
         gone = f"; {self.forgotten} tombstones past retention forgotten" if self.forgotten else ""
@@ -263,6 +271,19 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     result = Applied(table.name)
     parts = list(parts) or [table]
     paths = [(p, tables_dir(warehouse) / p.silver_table) for p in parts]
+    state = run_state_dir(warehouse, table)
+    holds = len(parts) == 1 and _holds(table, warehouse, policy)
+    key = None if full_refresh or not all(_is_delta(path) for _, path in paths) else last_apply.fingerprint(
+        [path for _, path in paths], tables_dir(warehouse) / table.source.bronze_table if holds else None,
+        repr((table, parts, policy)))
+    last = last_apply.unchanged(state, key)
+    if last is not None and all(_is_delta(tables_dir(warehouse) / gold_table(table, scd)) for scd in table.scd_types):
+        result.unchanged = True  # no change is new, none can complete or expire: nothing is read
+        if last.get("marks"):  # still a row of dq_transactions for the run: nothing waits
+            _record_waiting(spark, warehouse, table, result, policy, run_time)
+        _register(spark, warehouse, [gold_table(table, scd) for scd in table.scd_types])
+        result.seconds = time.monotonic() - started
+        return result
     silvers = [(p, spark.read.format("delta").load(str(path))) for p, path in paths if _is_delta(path)]
     if not silvers:
         result.skipped = f"no silver table yet ({', '.join(str(path) for _, path in paths)})"
@@ -283,12 +304,12 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
     streaming = len(parts) == 1 and formats.get(table.source.format).streaming  # a hand-off: by identity
     sources = [p.source.name for p in parts]
     result.rebuilt = (_rebuild_reason(spark, table, warehouse, silver_path, streaming, wanted, full_refresh)
-                      or _sources_changed(run_state_dir(warehouse, table), sources))
+                      or _sources_changed(state, sources))
     if result.rebuilt:
         for part in gold_parts(warehouse, table):
             shutil.rmtree(part, ignore_errors=True)
-    state = run_state_dir(warehouse, table)
     state.mkdir(parents=True, exist_ok=True)
+    last_apply.remember(state, None, waiting=True, marks=False)  # until this apply ends
     (state / "sources.json").write_text(json.dumps(sources))
 
     def merge(changes: DataFrame) -> None:
@@ -298,7 +319,7 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
                 incremental.merge_scd1(spark, target, changes, spec) if scd == 1 else
                 incremental.merge_scd2(spark, target, changes, spec, deletion_vectors=table.deletion_vectors))
 
-    marks = _marks(spark, table, warehouse, policy) if len(parts) == 1 else None  # a hand-off holds nothing
+    marks = _marks(spark, table, warehouse) if holds else None  # a hand-off holds nothing
     if streaming:
         if marks is None and not _is_delta(state / "held"):
             _apply_stream(spark, silver_path, state, lambda batch: _merge_counted(
@@ -318,12 +339,7 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
         _apply_new_ids(_unapplied(spark, handoff.first_copies(union), model.CHANGE_ID_COL, state), state, merge,
                        result)
     if marks is not None:  # changes are held: what waits (zeros when nothing did) is a row of dq_transactions
-        result.held = result.held or transactions.Waiting()
-        path = tables_dir(warehouse) / transactions.METRICS_TABLE
-        with _SHARED:
-            transactions.record(spark, str(path), table, result.held, policy,
-                                run_time or dt.datetime.now(dt.timezone.utc))
-            _register_at(spark, transactions.METRICS_TABLE, path)
+        _record_waiting(spark, warehouse, table, result, policy, run_time)
     # Gold tables exist after every run, if only empty (a first run whose silver is still empty).
     if any(not _is_delta(tables_dir(warehouse) / gold_table(table, scd)) for scd in specs):
         merge(changes_of(silver.limit(0), columns, keys))
@@ -333,8 +349,20 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
             spark, str(tables_dir(warehouse) / table.scd1_table), specs[1],
             dt.timedelta(days=table.tombstone_retention_days))
     _register(spark, warehouse, [gold_table(table, scd) for scd in specs])
+    held = result.held or transactions.Waiting()
+    last_apply.remember(state, key, waiting=bool(held.pending or held.expired), marks=marks is not None)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _record_waiting(spark: SparkSession, warehouse: Path, table: TableConfig, result: Applied, policy: Transactions,
+                    run_time: dt.datetime | None) -> None:
+    """What waits for its transaction (zeros when nothing did), a row of ``dq_transactions``."""
+    result.held = result.held or transactions.Waiting()
+    path = tables_dir(warehouse) / transactions.METRICS_TABLE
+    with _SHARED:
+        transactions.record(spark, str(path), table, result.held, policy, run_time or dt.datetime.now(dt.timezone.utc))
+        _register_at(spark, transactions.METRICS_TABLE, path)
 
 
 def _apply_stream(spark: SparkSession, silver_path: Path, state: Path, sink: Callable[[DataFrame], None]) -> None:
@@ -380,14 +408,18 @@ def _apply_held(spark: SparkSession, table: TableConfig, warehouse: Path, held: 
         waiting.select(*rows.columns).write.format("delta").mode("overwrite").save(str(held))
 
 
-def _marks(spark: SparkSession, table: TableConfig, warehouse: Path, policy: Transactions) -> DataFrame | None:
-    """The source's transaction marks when the policy holds changes of incomplete transactions and
-    the producer marks transaction ends (a producer that never marks an end, CES, only with
-    ``later_commit``); else None."""
-    bronze = tables_dir(warehouse) / table.source.bronze_table
+def _holds(table: TableConfig, warehouse: Path, policy: Transactions) -> bool:
+    """The policy holds changes of incomplete transactions and the producer marks transaction ends
+    (a producer that never marks an end, CES, only with ``later_commit``)."""
     decoder = formats.get(table.source.format)
-    wanted = policy.whole and _is_delta(bronze) and (decoder.transaction_end != "later_commit" or policy.later_commit)
-    return decoder.transaction_marks(spark.read.format("delta").load(str(bronze)), table.source) if wanted else None
+    return (policy.whole and _is_delta(tables_dir(warehouse) / table.source.bronze_table)
+            and (decoder.transaction_end != "later_commit" or policy.later_commit))
+
+
+def _marks(spark: SparkSession, table: TableConfig, warehouse: Path) -> DataFrame | None:
+    """The source's transaction marks (when :func:`_holds`), or None: its producer gives none."""
+    bronze = tables_dir(warehouse) / table.source.bronze_table
+    return formats.get(table.source.format).transaction_marks(spark.read.format("delta").load(str(bronze)), table.source)
 
 
 def _whole_transactions(spark: SparkSession, table: TableConfig, warehouse: Path, silver: DataFrame,
