@@ -15,7 +15,8 @@ later. On this machine, one after the other (never side by side):
   envelope checks, silver with quarantine and expectations, SCD1 *and* SCD2 gold in commit order.
 
 Then the increment lands and both run again (the MERGE from its checkpoint, ``sqlcdc run``
-incrementally). Prints seconds and the ratios; also how many SCD1 rows differ between the two
+incrementally), and once more with nothing new landed (what a scheduled run costs when the source
+was quiet: no floor to compare with). Prints seconds and the ratios; also how many SCD1 rows differ between the two
 (key changes, which the recipe does not follow, make some). Not a test.
 
 Usage::
@@ -139,15 +140,16 @@ def main() -> None:
         merge_target, merge_cp = base / "merge" / "scd1", base / "merge" / "_checkpoint"
         floor(spark, landing, base / "floor-warmup")  # JIT and file listing, for the floor only
         rows = []
-        for run in (0, 1):
-            if run:
+        for run, name, n in ((0, "initial", cut), (1, "incremental", len(lines) - cut), (2, "nothing new", 0)):
+            if run == 1:
                 land(1)
-            fl = floor(spark, landing if not run else landing / pattern.format(r=1, f="*"), base / f"floor-{run}")
+            fl = floor(spark, landing if not run else landing / pattern.format(r=1, f="*"), base / f"floor-{run}") \
+                if run < 2 else None
             mg = hand_written_merge(spark, landing, merge_target, merge_cp)
             sq, gold = sqlcdc_run(config, wh, base / f"run-{run}.log")
-            rows.append((("initial", cut) if not run else ("incremental", len(lines) - cut), fl, mg, sq, gold))
-            print(f"  run {run + 1}: floor {fl:.1f} s, hand-written MERGE {mg:.1f} s, sqlcdc run {sq:.1f} s "
-                  f"(gold: {gold})", flush=True)
+            rows.append(((name, n), fl, mg, sq, gold))
+            print(f"  run {run + 1}: floor {'-' if fl is None else f'{fl:.1f}'} s, hand-written MERGE {mg:.1f} s, "
+                  f"sqlcdc run {sq:.1f} s (gold: {gold})", flush=True)
 
         ours = spark.read.format("delta").load(str(wh / "tables" / f"gold_{table}_scd1")).select("id", "name", "qty")
         theirs = spark.read.format("delta").load(str(merge_target)).select("id", "name", "qty")
@@ -156,7 +158,8 @@ def main() -> None:
         print(f"  {'run':<12} {'records':>9} {'floor s':>8} {'MERGE s':>8} {'sqlcdc s':>9} {'sqlcdc/MERGE':>13} "
               f"{'sqlcdc/floor':>13}")
         for (name, n), fl, mg, sq, _ in rows:
-            print(f"  {name:<12} {n:>9,} {fl:>8.1f} {mg:>8.1f} {sq:>9.1f} {sq / mg:>13.1f} {sq / fl:>13.1f}")
+            fl_s, per_floor = ("-", "-") if fl is None else (f"{fl:.1f}", f"{sq / fl:.1f}")
+            print(f"  {name:<12} {n:>9,} {fl_s:>8} {mg:>8.1f} {sq:>9.1f} {sq / mg:>13.1f} {per_floor:>13}")
         print(f"\n  SCD1 rows (id, name, qty) that differ between sqlcdc and the hand-written MERGE: {differ:,}"
               " (the recipe leaves the old key of a key-changing update in place)")
         spark.stop()
