@@ -59,16 +59,16 @@ def _full(table, spark, monkeypatch):
         return _discover(table, spark)
 
 
-def _aggregated_files(monkeypatch) -> list[set[str]]:
-    """The landed files each call of the shapes aggregate reads, in call order."""
+def _aggregated_files(monkeypatch, module=_ces_metadata, name="_source_shapes") -> list[set[str]]:
+    """The landed files each call of a discovery aggregate (CES shapes by default) reads, in call order."""
     seen: list[set[str]] = []
-    real = _ces_metadata._source_shapes
+    real = getattr(module, name)
 
-    def counted(bronze, source):
+    def counted(bronze, *rest):
         seen.append({os.path.basename(r.source_file) for r in bronze.select("source_file").distinct().collect()})
-        return real(bronze, source)
+        return real(bronze, *rest)
 
-    monkeypatch.setattr(_ces_metadata, "_source_shapes", counted)
+    monkeypatch.setattr(module, name, counted)
     return seen
 
 
@@ -193,19 +193,6 @@ def test_a_full_refresh_drops_what_discovery_kept_and_an_incremental_run_keeps_i
 # --- Qlik: metadata versions --------------------------------------------------------------------
 
 
-def _qlik_found_files(monkeypatch) -> list[set[str]]:
-    """The landed files each call of the Qlik metadata aggregate reads, in call order."""
-    seen: list[set[str]] = []
-    real = _qlik_metadata._found
-
-    def counted(bronze):
-        seen.append({os.path.basename(r.source_file) for r in bronze.select("source_file").distinct().collect()})
-        return real(bronze)
-
-    monkeypatch.setattr(_qlik_metadata, "_found", counted)
-    return seen
-
-
 def _versions(src, spark) -> list[dict]:
     with base.one_scan_per_source():
         rows = _qlik_metadata.discover(spark, src).collect()
@@ -227,7 +214,7 @@ def test_qlik_metadata_versions_are_kept_and_a_tie_is_broken_as_a_full_scan_brea
         shutil.copy(qlik_events.FIXTURES / name, landing / name)
     src = qlik_events.source(landing)
     customers = qlik_events.table(src)
-    files = _qlik_found_files(monkeypatch)
+    files = _aggregated_files(monkeypatch, _qlik_metadata, "_found")
 
     def names():
         return [c.name for c in qlik.columns_for(customers, src, spark)]

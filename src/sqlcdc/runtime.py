@@ -15,10 +15,11 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from pyspark.sql import SparkSession
 
@@ -68,6 +69,24 @@ def code_digest() -> str:
             st = path.stat()
             h.update(f"{path.relative_to(_CODE)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
+
+
+def read_json(path: Path) -> Any:
+    """What a state file :func:`write_json` wrote holds; None when it is missing or does not read
+    (a state file is a cache: a damaged one is no state, never a failed run)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path: Path, data: Any, **dumps: Any) -> None:
+    """``data`` as JSON in ``path`` (its folder made), replaced at once: a reader sees the old file
+    or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, **dumps))
+    os.replace(tmp, path)
 
 
 def is_databricks() -> bool:

@@ -24,15 +24,13 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 from sqlcdc import dq_metrics, formats
 from sqlcdc.config import PipelineConfig, SourceConfig
-from sqlcdc.runtime import code_digest
+from sqlcdc.runtime import code_digest, read_json, write_json
 
 __all__ = ["STATE_FILE", "Plan", "datasets", "fingerprint", "forget", "plan", "record"]
 
@@ -109,11 +107,7 @@ def plan(cfg: PipelineConfig, warehouse: Path) -> Plan:
 
 def record(warehouse: Path, fingerprints: Mapping[str, str]) -> None:
     """Store ``fingerprints`` (a :class:`Plan`'s): call after the run it planned succeeded."""
-    path = warehouse / "_sqlcdc" / STATE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dict(fingerprints), indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_json(warehouse / "_sqlcdc" / STATE_FILE, dict(fingerprints), indent=1, sort_keys=True)
 
 
 def forget(warehouse: Path) -> None:
@@ -123,10 +117,7 @@ def forget(warehouse: Path) -> None:
 
 
 def _load(warehouse: Path) -> dict[str, str]:
-    try:
-        data = json.loads((warehouse / "_sqlcdc" / STATE_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
+    data = read_json(warehouse / "_sqlcdc" / STATE_FILE)
     return data if isinstance(data, dict) else {}
 
 

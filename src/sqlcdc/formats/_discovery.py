@@ -41,7 +41,7 @@ from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, Integ
                                StringType, StructType)
 
 from sqlcdc.formats.base import STATE_DIR_ENV, local_path, scanned
-from sqlcdc.runtime import code_digest
+from sqlcdc.runtime import code_digest, read_json, write_json
 
 __all__ = ["CACHE_DIR", "incremental"]
 
@@ -74,7 +74,8 @@ def _scan(key: tuple[str, str], salt: str, landed: DataFrame, aggregate: Callabl
         return landed.sparkSession.createDataFrame(found.collect(), found.schema)
     path = Path(state) / CACHE_DIR / (hashlib.sha256("\0".join(key).encode()).hexdigest()[:16] + ".json")
     digest = hashlib.sha256(f"{salt}\0{code_digest()}".encode()).hexdigest()
-    kept = _load(path)
+    kept = read_json(path)
+    kept = kept if isinstance(kept, dict) else {}
     spark = landed.sparkSession
     covered = kept.get("files") if kept.get("digest") == digest else None
     old = _kept_rows(spark, kept) if isinstance(covered, dict) else None
@@ -91,7 +92,7 @@ def _scan(key: tuple[str, str], salt: str, landed: DataFrame, aggregate: Callabl
     rows = found.collect()
     local = spark.createDataFrame(rows, found.schema)
     if _plain(found.schema):
-        _store(path, {"key": list(key), "digest": digest, "files": files, "schema": found.schema.json(),
+        write_json(path, {"key": list(key), "digest": digest, "files": files, "schema": found.schema.json(),
                       "rows": [_to_json(r) for r in rows]})
     return local
 
@@ -136,21 +137,6 @@ def _spellings(uri: str) -> list[str]:
     the empty authority (``file:///x``, ``file:/x``). Never re-encoded: that would miss a mixed name."""
     bare = re.sub(r"^file:/+", "file:/", uri)
     return sorted({uri, bare, re.sub(r"^file:/", "file:///", bare)})
-
-
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _store(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 def _plain(t: DataType) -> bool:

@@ -124,19 +124,17 @@ def metadata_versions(parsed: DataFrame) -> DataFrame:
     (then record id, so a tie picks one message, the same each time).
     """
     md = _metadata_rows(parsed).where(F.col("_md_problem").isNull())
-    return _latest(md, F.struct(F.col("_md_timestamp"), F.col("ingest_time"), F.col("record_id")), keep_pick=False)
+    return _latest(md, "_md_", F.struct(F.col("_md_timestamp"), F.col("ingest_time"), F.col("record_id")), keep_pick=False)
 
 
-def _latest(md: DataFrame, pick: Column, *, keep_pick: bool = True) -> DataFrame:
-    """One row per (schema, table, version) of usable metadata rows ``md``: the message with the
-    greatest ``pick``, which is kept as ``_pick`` (one select after the aggregate either way: a
-    Qlik plan has few analyzer passes to spare under Spark Connect)."""
-    version = F.struct(
-        F.col("_md_schema").alias("schema"), F.col("_md_table").alias("table"), F.col("_md_version").alias("version"),
-        F.col("_md_schema_id").alias("schema_id"), F.col("_md_server").alias("server"), F.col("_md_task").alias("task"),
-        F.col("_md_timestamp").alias("timestamp"), F.col("_md_cols").alias("cols"),
-    )
-    grouped = md.groupBy(F.lower("_md_schema").alias("_s"), F.lower("_md_table").alias("_t"), F.col("_md_version").alias("_v"))
+def _latest(rows: DataFrame, prefix: str, pick: Column, *, keep_pick: bool = True) -> DataFrame:
+    """One row per (schema, table, version) of ``rows``, whose columns are the version's fields
+    (:data:`_VERSION_FIELDS`) named with ``prefix``: the row with the greatest ``pick``, kept as
+    ``_pick`` (one select after the aggregate either way: a Qlik plan has few analyzer passes to
+    spare under Spark Connect)."""
+    version = F.struct(*[F.col(prefix + f).alias(f) for f in _VERSION_FIELDS])
+    grouped = rows.groupBy(F.lower(prefix + "schema").alias("_s"), F.lower(prefix + "table").alias("_t"),
+                           F.col(prefix + "version").alias("_v"))
     found = grouped.agg(F.max_by(version, pick).alias("_m"), *([F.max(pick).alias("_pick")] if keep_pick else []))
     return found.select("_m.*", *(["_pick"] if keep_pick else []))
 
@@ -147,14 +145,12 @@ def _found(bronze: DataFrame) -> DataFrame:
     all. Ingest time is left out: a discovery scan reads every file at once, so it is one instant
     in a scan and a later one in the next, and would make the newer scan win a tie."""
     md = _metadata_rows(_metadata_parsed(bronze)).where(F.col("_md_problem").isNull())
-    return _latest(md, F.struct(F.col("_md_timestamp").alias("timestamp"), F.col("record_id").alias("record_id")))
+    return _latest(md, "_md_", F.struct(F.col("_md_timestamp").alias("timestamp"), F.col("record_id").alias("record_id")))
 
 
 def _merged(found: DataFrame) -> DataFrame:
     """:func:`_found` over the union of several of its results (the files of each)."""
-    version = F.struct(*[F.col(c) for c in _VERSION_FIELDS])
-    grouped = found.groupBy(F.lower("schema").alias("_s"), F.lower("table").alias("_t"), F.col("version").alias("_v"))
-    return grouped.agg(F.max_by(version, "_pick").alias("_m"), F.max("_pick").alias("_pick")).select("_m.*", "_pick")
+    return _latest(found, "", F.col("_pick"))
 
 
 def _table_versions(versions: DataFrame, table: TableConfig) -> DataFrame:

@@ -277,11 +277,12 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
         [path for _, path in paths], tables_dir(warehouse) / table.source.bronze_table if holds else None,
         repr((table, parts, policy)))
     last = last_apply.unchanged(state, key)
-    if last is not None and all(_is_delta(tables_dir(warehouse) / gold_table(table, scd)) for scd in table.scd_types):
+    targets = [gold_table(table, scd) for scd in table.scd_types]
+    if last is not None and all(_is_delta(tables_dir(warehouse) / t) for t in targets):
         result.unchanged = True  # no change is new, none can complete or expire: nothing is read
         if last.get("marks"):  # still a row of dq_transactions for the run: nothing waits
             _record_waiting(spark, warehouse, table, result, policy, run_time)
-        _register(spark, warehouse, [gold_table(table, scd) for scd in table.scd_types])
+        _register(spark, warehouse, targets)
         result.seconds = time.monotonic() - started
         return result
     silvers = [(p, spark.read.format("delta").load(str(path))) for p, path in paths if _is_delta(path)]
@@ -309,7 +310,7 @@ def apply_table(spark: SparkSession, table: TableConfig, warehouse: Path, *, ful
         for part in gold_parts(warehouse, table):
             shutil.rmtree(part, ignore_errors=True)
     state.mkdir(parents=True, exist_ok=True)
-    last_apply.remember(state, None, waiting=True, marks=False)  # until this apply ends
+    last_apply.forget(state)  # until this apply ends
     (state / "sources.json").write_text(json.dumps(sources))
 
     def merge(changes: DataFrame) -> None:

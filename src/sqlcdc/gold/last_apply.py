@@ -25,14 +25,13 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from sqlcdc.runtime import code_digest
+from sqlcdc.runtime import code_digest, read_json, write_json
 
-__all__ = ["fingerprint", "remember", "unchanged"]
+__all__ = ["fingerprint", "forget", "remember", "unchanged"]
 
 _FILE = "last_apply.json"
 
@@ -66,21 +65,21 @@ def unchanged(state: Path, key: dict[str, Any] | None) -> dict[str, Any] | None:
     ``key`` names and left nothing waiting; else None."""
     if key is None:
         return None
-    try:
-        last = json.loads((state / _FILE).read_text())
-    except (OSError, ValueError):
-        return None
+    last = read_json(state / _FILE)
     ok = isinstance(last, dict) and last.get("key") == key and last.get("waiting") is False
     return last if ok else None
 
 
 def remember(state: Path, key: dict[str, Any] | None, *, waiting: bool, marks: bool) -> None:
     """Keep ``key`` as what the apply that just ended read; ``waiting``: it left changes held;
-    ``marks``: the producer gave transaction marks. ``key`` None forgets what was kept."""
-    path = state / _FILE
+    ``marks``: the producer gave transaction marks. ``key`` None: :func:`forget`."""
     if key is None:
-        path.unlink(missing_ok=True)
-        return
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"key": key, "waiting": waiting, "marks": marks}))
-    os.replace(tmp, path)
+        forget(state)
+    else:
+        write_json(state / _FILE, {"key": key, "waiting": waiting, "marks": marks})
+
+
+def forget(state: Path) -> None:
+    """Nothing kept: the next apply reads silver (call as an apply starts, so one killed half-way
+    is never taken as done)."""
+    (state / _FILE).unlink(missing_ok=True)
