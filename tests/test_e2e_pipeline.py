@@ -148,6 +148,12 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
     # (its split segments time out by the clock), so the hostile CES source is recomputed
     assert "nothing new for erp, hostile_dbz, hostile_ct, hostile_qlik since the last run" in second.stdout
     assert corpus.snapshot(spark, wh / "tables") == hostile_tables  # nothing new landed for them: unchanged
+    # Qlik's tableVersion 2 adds TIER: the run drops crm_customers' views while the pipeline is
+    # defined, and SDP creates them again in the same start (sqlcdc.reshape)
+    rebuilt = [ln for ln in second.stdout.splitlines() if "changed (added TIER): rebuilding" in ln]
+    assert len(rebuilt) == 1 and rebuilt[0].startswith("sqlcdc run: the columns of dbo.customers changed"), second.stdout[-3000:]
+    assert rebuilt[0].endswith("silver_crm_customers") and "decoded_" in rebuilt[0]
+    assert second.stdout.count("starting the pipeline") == 1
 
     bronze = table(spark, wh, "bronze_inventory")
     assert bronze.count() == 16

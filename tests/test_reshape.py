@@ -1,6 +1,13 @@
 """sqlcdc.reshape: when a table's discovered columns change between runs, its views are rebuilt.
-The whole path (record at definition time, drop, run again) runs in
-tests/test_e2e_pipeline.py::test_ces_and_qlik_two_runs_to_gold; here, the change detection."""
+The whole path (the definitions ask, ``sqlcdc run`` drops, SDP creates the tables again in the same
+run) runs in tests/test_e2e_pipeline.py's second run (a Qlik ``tableVersion`` adding TIER); here,
+the change detection and both sides of the exchange."""
+
+import json
+import os
+import threading
+
+import pytest
 
 from sqlcdc import reshape
 
@@ -20,10 +27,83 @@ def test_removed_and_retyped_columns_are_named():
     assert got == "removed OLD; retyped ID int->bigint"
 
 
-def test_marker_round_trip(tmp_path):
-    marker = tmp_path / "_sqlcdc" / "reshaped.jsonl"
-    assert reshape.recorded(marker) == []
-    reshape.record(marker, ["silver_customers", "gold_customers_scd1"], "the columns of dbo.customers changed (added TIER)")
-    assert reshape.recorded(marker) == [
-        (["silver_customers", "gold_customers_scd1"], "the columns of dbo.customers changed (added TIER)")
+def _silver(spark, name, after_ddl):
+    spark.sql(f"DROP TABLE IF EXISTS `{name}`")
+    spark.sql(f"CREATE TABLE `{name}` (op STRING, after STRUCT<{after_ddl}>) USING delta")
+
+
+def test_the_run_drops_the_tables_of_a_changed_silver_and_leaves_the_rest(spark):
+    _silver(spark, "silver_rs_customers", "ID: INT, NAME: STRING")
+    _silver(spark, "decoded_rs_customers", "ID: INT, NAME: STRING")
+    _silver(spark, "silver_rs_orders", "ID: INT, `unit.price`: DECIMAL(10,2)")
+    checks = [
+        reshape.Check("dbo.customers", "silver_rs_customers", ("decoded_rs_customers", "silver_rs_customers"),
+                      (("ID", "int"), ("NAME", "string"), ("TIER", "string"))),
+        reshape.Check("dbo.orders", "silver_rs_orders", ("silver_rs_orders",),
+                      (("ID", "INTEGER"), ("unit.price", "DECIMAL(10, 2)"))),
+        reshape.Check("dbo.new", "silver_rs_never_run", ("silver_rs_never_run",), (("ID", "int"),)),
     ]
+    line = reshape.REQUEST + json.dumps([c.__dict__ for c in checks])
+    reply, said = reshape.answer(spark, line)
+    assert json.loads(reply) == ["dbo.customers"] and reply.endswith("\n")
+    assert said == ["the columns of dbo.customers changed (added TIER): "
+                    "rebuilding decoded_rs_customers, silver_rs_customers"]
+    exists = {n: spark.catalog.tableExists(n) for n in ("silver_rs_customers", "decoded_rs_customers", "silver_rs_orders")}
+    assert exists == {"silver_rs_customers": False, "decoded_rs_customers": False, "silver_rs_orders": True}
+
+
+def test_the_definitions_ask_on_stdout_and_read_the_answer_from_the_runs_named_pipe(monkeypatch, capsys, tmp_path):
+    check = reshape.Check("dbo.customers", "silver_c", ("silver_c",), (("ID", "int"),))
+    monkeypatch.delenv(reshape.CHANNEL_ENV, raising=False)
+    assert reshape.ask_run([check]) is None  # no sqlcdc run to answer: nothing asked
+    assert capsys.readouterr().out == ""
+
+    channel = tmp_path / "answer.fifo"
+    os.mkfifo(channel)
+    monkeypatch.setenv(reshape.CHANNEL_ENV, str(channel))
+
+    def run_side(reply: str) -> threading.Thread:  # what sqlcdc run does on the request line
+        def write():
+            with open(channel, "w") as fh:  # waits for the definitions to open the pipe
+                fh.write(reply)
+        t = threading.Thread(target=write, daemon=True)
+        t.start()
+        return t
+
+    writer = run_side('["dbo.customers"]\n')
+    assert reshape.ask_run([check]) == ["dbo.customers"]
+    writer.join(60)
+    asked = capsys.readouterr().out
+    assert asked.startswith(reshape.REQUEST) and asked.endswith("\n")
+    assert json.loads(asked[len(reshape.REQUEST):]) == [
+        {"table": "dbo.customers", "silver": "silver_c", "drop": ["silver_c"], "columns": [["ID", "int"]]}]
+
+    writer = run_side("")  # the run closed the pipe without an answer: the definitions say so
+    with pytest.raises(RuntimeError, match="did not answer the definitions' reshape check through"):
+        reshape.ask_run([check])
+    writer.join(60)
+
+
+def test_a_run_answers_its_definitions_in_its_own_spark_while_they_wait(spark, tmp_path, capsys):
+    """`sqlcdc run`'s side (cli.run._run): the client's request line is answered through the named
+    pipe, the changed table is dropped in the run's Spark, and the client goes on with the answer."""
+    import sys
+
+    from sqlcdc.cli.run import _run
+
+    _silver(spark, "silver_rs_late", "ID: INT")
+    client = tmp_path / "client.py"
+    client.write_text(
+        "from sqlcdc import reshape\n"
+        "got = reshape.ask_run([reshape.Check('dbo.late', 'silver_rs_late', ('silver_rs_late',),"
+        " (('ID', 'int'), ('TIER', 'string')))])\n"
+        "print('client got', got, flush=True)\n")
+    (tmp_path / "state").mkdir()
+    spec = tmp_path / "state" / "spark-pipeline.yml"
+    spec.write_text("")
+    log = tmp_path / "last-run.log"
+    assert _run([sys.executable, str(client)], None, spec, log, False, quiet=False, spark=spark) == 0
+    assert "sqlcdc run: the columns of dbo.late changed (added TIER): rebuilding silver_rs_late\n" in capsys.readouterr().out
+    assert "client got ['dbo.late']" in log.read_text()
+    assert not spark.catalog.tableExists("silver_rs_late")
+    assert not (tmp_path / "state" / "reshape-answer.fifo").exists()

@@ -316,10 +316,7 @@ def _batch_silver(source: SourceConfig, tables: list[TableConfig]) -> None:
     for t, why in waits:
         print(f"sqlcdc: table {t.qualified} has no silver this run ({why})", flush=True)
     decoded = [t for t in tables if not waiting(t)]
-    if not runtime.is_databricks():
-        reshaped = [t.qualified for t in decoded if _record_if_reshaped(t, list(columns(t)))]
-        if reshaped:
-            raise reshape.TablesReshaped(f"columns changed: {', '.join(reshaped)}; sqlcdc run rebuilds their views")
+    _rebuild_if_reshaped(decoded)
     for table in decoded:
         _batch_table(decoder, table, bronze)
 
@@ -440,24 +437,14 @@ def _batch_table(decoder, table: TableConfig, bronze) -> None:
             queries["dropped"])
 
 
-def _record_if_reshaped(table: TableConfig, cols: list[ColumnSpec]) -> bool:
-    """Record ``table``'s silver and gold views for a rebuild when its discovered columns changed
-    since the last run (see :mod:`sqlcdc.reshape`); True when it did."""
-    session = spark()
-    marker = session.conf.get(reshape.MARKER_CONF, None)
-    if not marker or not session.catalog.tableExists(table.silver_table):
-        return False
-    after = session.read.table(table.silver_table).schema["after"].dataType
-    change = reshape.column_change(
-        [(f.name, f.dataType.simpleString()) for f in after.fields], [(c.name, c.spark_type) for c in cols]
-    )
-    if change is None:
-        return False
-    names = [table.decoded_table, table.silver_table]
-    if not gold.applied_after_run():  # gold declared in the pipeline is rebuilt with it (sqlcdc.gold rebuilds its own)
-        names += [gold.target(table, t) for t in table.scd_types]
-    reshape.record(marker, names, f"the columns of {table.qualified} changed ({change})")
-    return True
+def _rebuild_if_reshaped(tables: list[TableConfig]) -> None:
+    """Have ``sqlcdc run`` drop the stored decode and silver of each of ``tables`` whose discovered
+    columns changed since the last run, before SDP resolves the graph (:mod:`sqlcdc.reshape`): SDP
+    then creates them with the new columns in this run. Gold declared in the pipeline is not asked
+    for: under ``sqlcdc run`` gold is applied after the run, and rebuilds its own."""
+    if gold.applied_after_run():
+        reshape.ask_run([reshape.Check(t.qualified, t.silver_table, (t.decoded_table, t.silver_table),
+                                       tuple((c.name, c.spark_type) for c in columns(t))) for t in tables])
 
 
 def declare_gold(cfg: PipelineConfig) -> None:

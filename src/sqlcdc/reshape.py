@@ -1,41 +1,56 @@
-"""Tables whose columns changed between two local runs: found while the pipeline is defined,
-dropped between two ``spark-pipelines`` runs.
+"""Tables whose columns changed between two local runs: dropped by ``sqlcdc run`` while the
+pipeline is being defined, so SDP creates them again in the same run.
 
 Qlik (a new ``tableVersion``) and CES (new columns in ``eventsource.cols``) discover a table's
 columns from the data, so the silver ``before``/``after`` structs can gain fields from one run to
 the next. Local SDP (Spark 4.2) alters an existing materialized view's schema in place, and Delta
 refuses to change the fields of a struct column (``DELTA_CANNOT_UPDATE_STRUCT_FIELD``); SDP also
-refuses ``DROP TABLE`` while the pipeline is being defined. So the definitions only *record* the
-reshaped views in a marker file and stop; ``sqlcdc run`` drops them in its own Spark, the one
-the pipeline's Spark Connect server runs in, and runs again. The views are recomputed from bronze
-on every run anyway, so dropping them loses nothing.
+refuses ``DROP TABLE`` from a query of the definitions. So the definitions (the ``spark-pipelines``
+client) *ask* ``sqlcdc run`` (its parent, whose Spark serves the pipeline and holds the embedded
+metastore): a :data:`REQUEST` line on stdout with a :class:`Check` per table; the answer comes as a
+line through a named pipe (:data:`CHANNEL_ENV`) -- not on stdin: ``spark-pipelines`` runs the
+definitions in a Python process that ``spark-submit``'s JVM starts, which passes their stdout on
+but not its own stdin. ``sqlcdc run`` compares each silver table's ``after`` struct with the columns wanted, drops
+the changed views in its own Spark (:func:`answer`) and replies; the definitions go on, and SDP,
+which resolves the graph only after them, finds those tables gone and creates them. The views are
+recomputed from bronze on every run anyway, so dropping them loses nothing.
 
-Example (what ``sqlcdc run`` does)::
+Until 2026-12-04 the definitions recorded the tables in a marker file and stopped the run, and
+``sqlcdc run`` dropped them and started ``spark-pipelines`` again: a second start-up, graph and
+column discovery (~60-80 s of the e2e test's second run). The definitions never read the old
+table themselves, so no session of the pipeline has it cached.
 
-    code = run_pipeline(...)
-    names = reshape.recorded(marker)
-    if code != 0 and names:
-        reshape.drop(spark, names)
-        code = run_pipeline(...)
+Example (what the two sides do)::
+
+    # the definitions (pipeline.py)
+    dropped = reshape.ask_run([reshape.Check("dbo.customers", "silver_customers", ("silver_customers",), (("ID", "int"),))])
+    # sqlcdc run, on a REQUEST line of the child's output
+    reply, said = reshape.answer(engine.spark, line)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from pathlib import Path
+import os
+import threading
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-MARKER_CONF = "sqlcdc.reshaped_marker"
-"""Spark conf (set in the generated spec) naming the marker file of the current run."""
+CHANNEL_ENV = "SQLCDC_RESHAPE_CHANNEL"
+"""The named pipe ``sqlcdc run`` answers through, in the environment of ``spark-pipelines``
+(whose output it reads): the definitions may ask it (:func:`ask_run`). Without it (a run on
+Databricks, or the spec run by hand) nothing is compared."""
+
+ANSWER_TIMEOUT_S = 600
+"""How long the definitions wait for the answer before the run fails saying so (it takes seconds)."""
+
+REQUEST = "sqlcdc-reshape-request "
+"""The start of the line the definitions print to ask; the rest is JSON (a list of :class:`Check`)."""
 
 _TYPE_ALIASES = {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint", "real": "float"}
-
-
-class TablesReshaped(RuntimeError):
-    """Raised at definition time after recording reshaped views; ``sqlcdc run`` handles it."""
 
 
 def _type(name: str) -> str:
@@ -68,26 +83,58 @@ def column_change(existing_after: Sequence[tuple[str, str]], wanted: Sequence[tu
     return "; ".join(parts) or "reordered"
 
 
-def record(marker: str | Path, names: Sequence[str], reason: str) -> None:
-    """Add ``names`` to the marker file (JSON lines: {"tables": [...], "reason": ...})."""
-    path = Path(marker)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fh.write(json.dumps({"tables": list(names), "reason": reason}) + "\n")
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One table whose discovered columns the run compares with its silver table.
+
+    ``table``: the qualified source table (for messages); ``silver``: the silver table whose
+    ``after`` struct is compared; ``drop``: what to drop when it changed (the table's stored decode
+    and silver); ``columns``: (name, Spark SQL type) wanted, in order."""
+
+    table: str
+    silver: str
+    drop: tuple[str, ...]
+    columns: tuple[tuple[str, str], ...]
 
 
-def recorded(marker: str | Path) -> list[tuple[list[str], str]]:
-    """What the definitions recorded in ``marker`` (empty when the file does not exist)."""
-    path = Path(marker)
-    if not path.is_file():
-        return []
-    return [(e["tables"], e["reason"]) for e in map(json.loads, path.read_text().splitlines()) if e]
+def ask_run(checks: Sequence[Check]) -> list[str] | None:
+    """Ask ``sqlcdc run`` to compare ``checks`` and drop the changed tables now; the qualified names
+    of the tables it dropped, or None when no run answers (:data:`CHANNEL_ENV` unset)."""
+    channel = os.environ.get(CHANNEL_ENV)
+    if not checks or not channel:
+        return None
+    print(REQUEST + json.dumps([dataclasses.asdict(c) for c in checks]), flush=True)
+    got: list[str] = []
+
+    def read() -> None:  # opening a named pipe waits for its writer
+        with open(channel, encoding="utf-8") as fh:
+            got.append(fh.readline())
+
+    reader = threading.Thread(target=read, daemon=True, name="sqlcdc-reshape-answer")
+    reader.start()
+    reader.join(ANSWER_TIMEOUT_S)
+    if not got or not got[0].strip():
+        raise RuntimeError(f"sqlcdc run did not answer the definitions' reshape check through {channel} "
+                           f"within {ANSWER_TIMEOUT_S} s")
+    return json.loads(got[0])
 
 
-def drop(spark: SparkSession, names: Sequence[str]) -> None:
-    """Drop ``names`` from the warehouse's metastore, in the run's Spark (the one JVM that holds
-    the embedded metastore), between two ``spark-pipelines`` runs."""
-    for name in names:
-        spark.sql(f"DROP TABLE IF EXISTS `{name}`")
-
-
+def answer(spark: SparkSession, line: str) -> tuple[str, list[str]]:
+    """``sqlcdc run``'s side of :func:`ask_run`: for each :class:`Check` of the :data:`REQUEST`
+    ``line`` whose silver table exists with other ``after`` columns, drop its tables in ``spark``
+    (the run's own, which holds the embedded metastore). Returns the reply line (JSON: the
+    qualified names dropped) and a message per table dropped."""
+    dropped, said = [], []
+    for raw in json.loads(line[len(REQUEST):]):
+        check = Check(raw["table"], raw["silver"], tuple(raw["drop"]), tuple(map(tuple, raw["columns"])))
+        if not spark.catalog.tableExists(check.silver):
+            continue
+        after = spark.read.table(check.silver).schema["after"].dataType
+        change = column_change([(f.name, f.dataType.simpleString()) for f in after.fields], check.columns)
+        if change is None:
+            continue
+        for name in check.drop:
+            spark.sql(f"DROP TABLE IF EXISTS `{name}`")
+        dropped.append(check.table)
+        said.append(f"the columns of {check.table} changed ({change}): rebuilding {', '.join(check.drop)}")
+    return json.dumps(dropped) + "\n", said

@@ -187,7 +187,6 @@ def prepare(
         "storage": (warehouse / "_storage").as_uri(),
         "configuration": {
             "sqlcdc.config": str(Path(cfg.file).resolve()),
-            reshape.MARKER_CONF: str(reshape_marker(warehouse)),
             gold.GOLD_CONF: gold.AFTER_RUN,  # gold is applied after the pipeline (sqlcdc.gold), not in it
             run_log.RUNS_CONF: str(run_log.path(warehouse)),  # one run id across sources in dq_metrics
         },
@@ -223,7 +222,6 @@ def run_pipeline(
         shutil.rmtree(warehouse / "_sqlcdc" / CACHE_DIR, ignore_errors=True)
     earlier = earlier_flow_layout(cfg, warehouse)
     log_path = spec_path.parent / "last-run.log"
-    marker = reshape_marker(warehouse)
     planned = unchanged.plan(cfg, warehouse)
     unchanged.forget(warehouse)  # a run that fails may leave any table half-written: the next refreshes all
     if planned.refresh is not None and not (full_refresh or earlier):
@@ -235,21 +233,12 @@ def run_pipeline(
         names = sorted({d.parent.name for d in earlier})
         print(f"sqlcdc run: {', '.join(names)} written by an earlier sqlcdc (flows since merged): "
               "recomputing from bronze first", flush=True)
-        code = _run(cmd + ["--full-refresh", ",".join(names)], env, spec_path, log_path, True, quiet, engine.log)
+        code = _run(cmd + ["--full-refresh", ",".join(names)], env, spec_path, log_path, True, quiet, engine.log, engine.spark)
         if code != 0:
             return code
     for stale in earlier:  # refreshed above, or with everything below: their flows start afresh
         shutil.rmtree(stale, ignore_errors=True)
-    marker.unlink(missing_ok=True)
-    code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, engine.log, marker=marker)
-    rebuilt = reshape.recorded(marker)
-    if code != 0 and rebuilt:
-        names = sorted({n for tables, _ in rebuilt for n in tables})
-        for _, reason in rebuilt:
-            print(f"sqlcdc run: {reason}: rebuilding {', '.join(names)}", flush=True)
-        reshape.drop(engine.spark, names)
-        marker.unlink(missing_ok=True)
-        code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, engine.log)
+    code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, engine.log, engine.spark)
     engine.stop_serving()
     if code == 0:
         unchanged.record(warehouse, planned.fingerprints)
@@ -275,16 +264,12 @@ def earlier_flow_layout(cfg: PipelineConfig, warehouse: Path) -> list[Path]:
     return found
 
 
-def reshape_marker(warehouse: Path) -> Path:
-    """Where the pipeline definitions record views to rebuild (:mod:`sqlcdc.reshape`)."""
-    return warehouse / "_sqlcdc" / "reshaped.jsonl"
-
-
 def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: bool, spark_log: Path | None = None,
-         marker: Path | None = None) -> int:
+         spark: SparkSession | None = None) -> int:
     """Run ``cmd`` (``spark-pipelines``), show its progress, keep its output and the lines the
     run's Spark logged meanwhile (``spark_log``: the server's side, with each flow's streaming
-    progress) in ``log_path``; on failure, print the last errors."""
+    progress) in ``log_path``; answer the definitions' reshape checks in ``spark``, the run's own
+    (:func:`sqlcdc.reshape.answer`), through a named pipe; on failure, print the last errors."""
     if not quiet:
         print(f"sqlcdc run: starting the pipeline ({'full refresh' if full_refresh else 'incremental'}); "
               f"full log: {log_path}", flush=True)
@@ -297,6 +282,14 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
     def take(line: str) -> None:
         nonlocal listing
         log.write(line)
+        if spark is not None and line.startswith(reshape.REQUEST):  # the definitions wait for the answer
+            reply, said = reshape.answer(spark, line)
+            for message in said:
+                log.write(f"sqlcdc run: {message}\n")
+                print(f"sqlcdc run: {message}", flush=True)
+            with open(channel, "w", encoding="utf-8") as fh:  # waits for the definitions to open it
+                fh.write(reply)
+            return
         for shown in progress.feed(line):
             if not quiet:
                 print("  " + shown, flush=True)
@@ -309,6 +302,12 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
         else:
             listing = False
 
+    channel = spec_path.parent / "reshape-answer.fifo"  # only when there is a Spark to answer in
+    channel.unlink(missing_ok=True)
+    env = dict(env or os.environ)
+    if spark is not None:
+        os.mkfifo(channel)
+        env[reshape.CHANNEL_ENV] = str(channel)
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, env=env, cwd=spec_path.parent, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, bufsize=1)
@@ -319,11 +318,10 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
                 take(logged)
             take(line)
         code = proc.wait()
+        channel.unlink(missing_ok=True)
         for logged in server.new_lines():
             take(logged)
         server.close()
-    if code != 0 and marker is not None and reshape.recorded(marker):
-        return code  # not a failure: the caller rebuilds the reshaped views and runs again
     if code != 0:
         print(f"sqlcdc run: the pipeline failed (exit {code}). Last errors:", file=sys.stderr)
         for line in errors[-5:]:
