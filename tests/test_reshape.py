@@ -1,7 +1,8 @@
 """sqlcdc.reshape: when a table's discovered columns change between runs, its views are rebuilt.
 The whole path (the definitions ask, ``sqlcdc run`` drops, SDP creates the tables again in the same
 run) runs in tests/test_e2e_pipeline.py's second run (a Qlik ``tableVersion`` adding TIER); here,
-the change detection and both sides of the exchange."""
+the change detection and both sides of the exchange (``cli.run._run`` answering a real client:
+tests/test_run_output.py)."""
 
 import json
 import os
@@ -83,27 +84,3 @@ def test_the_definitions_ask_on_stdout_and_read_the_answer_from_the_runs_named_p
         reshape.ask_run([check])
     writer.join(60)
 
-
-def test_a_run_answers_its_definitions_in_its_own_spark_while_they_wait(spark, tmp_path, capsys):
-    """`sqlcdc run`'s side (cli.run._run): the client's request line is answered through the named
-    pipe, the changed table is dropped in the run's Spark, and the client goes on with the answer."""
-    import sys
-
-    from sqlcdc.cli.run import _run
-
-    _silver(spark, "silver_rs_late", "ID: INT")
-    client = tmp_path / "client.py"
-    client.write_text(
-        "from sqlcdc import reshape\n"
-        "got = reshape.ask_run([reshape.Check('dbo.late', 'silver_rs_late', ('silver_rs_late',),"
-        " (('ID', 'int'), ('TIER', 'string')))])\n"
-        "print('client got', got, flush=True)\n")
-    (tmp_path / "state").mkdir()
-    spec = tmp_path / "state" / "spark-pipeline.yml"
-    spec.write_text("")
-    log = tmp_path / "last-run.log"
-    assert _run([sys.executable, str(client)], None, spec, log, False, quiet=False, spark=spark) == 0
-    assert "sqlcdc run: the columns of dbo.late changed (added TIER): rebuilding silver_rs_late\n" in capsys.readouterr().out
-    assert "client got ['dbo.late']" in log.read_text()
-    assert not spark.catalog.tableExists("silver_rs_late")
-    assert not (tmp_path / "state" / "reshape-answer.fifo").exists()

@@ -111,11 +111,20 @@ def test_the_run_log_keeps_each_runs_start_exit_and_balances(tmp_path):
     assert run_log.starts(tmp_path / "none.jsonl") == []
 
 
+def _client_run(tmp_path, script, log, **kwargs) -> int:
+    """``cli.run._run`` of ``script`` (Python) as the run's ``spark-pipelines`` client, its spec in
+    ``tmp_path/state``, its full log in ``log``."""
+    from sqlcdc.cli.run import _run
+
+    (tmp_path / "state").mkdir()
+    spec = tmp_path / "state" / "spark-pipeline.yml"
+    spec.write_text("")
+    return _run([sys.executable, str(script)], None, spec, log, False, **kwargs)
+
+
 def test_a_failed_run_shows_each_config_problem_not_just_the_count(tmp_path, capsys):
     """spark-pipelines prints a ConfigError as a header line and one `  - ` line per problem: the
     failure summary carries the problems (file, field and what to do), not only their count."""
-    from sqlcdc.cli.run import _run
-
     script = tmp_path / "fail.py"
     script.write_text(
         "import sys\n"
@@ -126,10 +135,7 @@ def test_a_failed_run_shows_each_config_problem_not_just_the_count(tmp_path, cap
         "print('  - tables/orders.yml:3: keys: required')\n"
         "print('  at org.apache.spark.Something')\n"
         "sys.exit(1)\n")
-    (tmp_path / "state").mkdir()
-    spec = tmp_path / "state" / "spark-pipeline.yml"
-    spec.write_text("")
-    code = _run([sys.executable, str(script)], None, spec, tmp_path / "log.txt", False, quiet=True)
+    code = _client_run(tmp_path, script, tmp_path / "log.txt", quiet=True)
     err = capsys.readouterr().err
     assert code == 1
     assert ("  sqlcdc.config.ConfigError: 2 config problem(s):\n"
@@ -142,8 +148,6 @@ def test_flow_lines_take_the_rows_read_from_the_servers_log(tmp_path, capsys):
     """`sqlcdc run`'s Spark serves the pipeline: each flow's progress is in that JVM's log file,
     not in the client's output. `_run` reads on from where the file ended (an earlier run's event
     and a line still being written are not taken) and the full log holds both sides."""
-    from sqlcdc.cli.run import _run
-
     spark_log = tmp_path / "spark.log"
     spark_log.write_text("\n".join(_progress_event("bronze_old", "q-old", 99)) + "\n")  # before this run
     script = tmp_path / "client.py"
@@ -155,11 +159,8 @@ def test_flow_lines_take_the_rows_read_from_the_servers_log(tmp_path, capsys):
         f"    log.write({event!r})\n"
         "    log.write('18:29:51 WARN Half: a line still being')\n"
         "print('2026-11-24 18:29:52: Flow spark_catalog.default.bronze_erp has COMPLETED.', flush=True)\n")
-    (tmp_path / "state").mkdir()
-    spec = tmp_path / "state" / "spark-pipeline.yml"
-    spec.write_text("")
     full = tmp_path / "last-run.log"
-    assert _run([sys.executable, str(script)], None, spec, full, False, quiet=False, spark_log=spark_log) == 0
+    assert _client_run(tmp_path, script, full, quiet=False, spark_log=spark_log) == 0
     out = capsys.readouterr().out
     assert "  flow bronze_erp                     completed   12s  read 21, wrote 0\n" in out
     kept = full.read_text()
@@ -188,3 +189,22 @@ def test_conf_settings_reach_the_runs_spark_defaults_and_a_malformed_one_is_name
         "--conf 'spark.driver.memory': expected KEY=VALUE (a Spark setting, e.g. spark.driver.memory=8g)",
         "--conf '=8g': expected KEY=VALUE (a Spark setting, e.g. spark.driver.memory=8g)",
     ]
+
+
+def test_a_run_answers_its_definitions_in_its_own_spark_while_they_wait(spark, tmp_path, capsys):
+    """`sqlcdc run`'s side (cli.run._run): the client's request line is answered through the named
+    pipe, the changed table is dropped in the run's Spark, and the client goes on with the answer."""
+    spark.sql("DROP TABLE IF EXISTS silver_rs_late")
+    spark.sql("CREATE TABLE silver_rs_late (op STRING, after STRUCT<ID: INT>) USING delta")
+    client = tmp_path / "client.py"
+    client.write_text(
+        "from sqlcdc import reshape\n"
+        "got = reshape.ask_run([reshape.Check('dbo.late', 'silver_rs_late', ('silver_rs_late',),"
+        " (('ID', 'int'), ('TIER', 'string')))])\n"
+        "print('client got', got, flush=True)\n")
+    log = tmp_path / "last-run.log"
+    assert _client_run(tmp_path, client, log, quiet=False, spark=spark) == 0
+    assert "sqlcdc run: the columns of dbo.late changed (added TIER): rebuilding silver_rs_late\n" in capsys.readouterr().out
+    assert "client got ['dbo.late']" in log.read_text()
+    assert not spark.catalog.tableExists("silver_rs_late")
+    assert not (tmp_path / "state" / "reshape-answer.fifo").exists()

@@ -16,9 +16,10 @@ which resolves the graph only after them, finds those tables gone and creates th
 recomputed from bronze on every run anyway, so dropping them loses nothing.
 
 Until 2026-12-04 the definitions recorded the tables in a marker file and stopped the run, and
-``sqlcdc run`` dropped them and started ``spark-pipelines`` again: a second start-up, graph and
-column discovery (~60-80 s of the e2e test's second run). The definitions never read the old
-table themselves, so no session of the pipeline has it cached.
+``sqlcdc run`` dropped them and started ``spark-pipelines`` again: a second client start, graph and
+column discovery (on one Qlik source: a 35 s stopped start, then 14 s to the second "Starting
+run"; docs/testing.md). The definitions never read the old table themselves, so no session of
+the pipeline has it cached.
 
 Example (what the two sides do)::
 
@@ -35,6 +36,8 @@ import json
 import os
 import threading
 from typing import TYPE_CHECKING, Sequence
+
+from sqlcdc.names import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -134,7 +137,7 @@ def answer(spark: SparkSession, line: str) -> tuple[str, list[str]]:
         if change is None:
             continue
         for name in check.drop:
-            spark.sql(f"DROP TABLE IF EXISTS `{name}`")
+            spark.sql(f"DROP TABLE IF EXISTS {quote(name)}")
         dropped.append(check.table)
         said.append(f"the columns of {check.table} changed ({change}): rebuilding {', '.join(check.drop)}")
     return json.dumps(dropped) + "\n", said
