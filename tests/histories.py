@@ -40,6 +40,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -52,7 +53,7 @@ from debezium_events import flatten  # noqa: E402
 from test_ces import event as ces_event, split as ces_split  # noqa: E402
 
 SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
-COLUMNS = ("name", "qty", "price")  # non-key columns; the key is ``id``
+COLUMNS = ["name", "qty", "price"]  # non-key columns; the key is ``id`` (``--wide-types`` adds :data:`WIDE`)
 NAMES = ["ann", "bob", "cy", None, "dee", "Émile", "x" * 40]
 #: Each column of the history: its type in ``columns:`` (config), in CES (SQL Server) and in Qlik.
 TYPES = {
@@ -62,11 +63,36 @@ TYPES = {
     "qty": ("int", "int", {"type": "INT4"}),
     "price": ("decimal(10,2)", "decimal(10,2)", {"type": "NUMERIC", "precision": 10, "scale": 2}),
 }
+#: ``--wide-types``: one more column of each kind the producers render their own way (Debezium's
+#: Connect logical types, a change-table export's JSON, CES's SQL Server text, Qlik's JSON values),
+#: each value drawn from its type's edges. Its types: config (Debezium: Connect names; change tables
+#: and the hand-off of both: SQL Server names, which both read as their producer writes them), CES, Qlik.
+WIDE_TYPES = {
+    "born": (("io.debezium.time.Date", "date"), "date", {"type": "DATE"}),
+    "seen": (("io.debezium.time.MicroTimestamp", "datetime2(6)"), "datetime2(6)", {"type": "DATETIME"}),
+    "flag": (("boolean", "bit"), "bit", {"type": "BOOLEAN"}),
+    "ratio": (("float64", "double"), "float", {"type": "REAL8"}),
+    "big": (("int64", "bigint"), "bigint", {"type": "INT8"}),
+    "blob": (("bytes", "varbinary(16)"), "varbinary(16)", {"type": "BYTES", "length": 16}),
+    "uid": (("io.debezium.data.Uuid", "uniqueidentifier"), "uniqueidentifier", {"type": "STRING", "length": 36}),
+}
+WIDE_VALUES = {
+    "born": [None, date(2024, 2, 29), date(1, 1, 1), date(9999, 12, 31), date(1969, 12, 31)],
+    "seen": [None, datetime(2024, 1, 2, 3, 4, 5, 123456), datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 999999),
+             datetime(1969, 12, 31, 23, 59, 59, 500000)],
+    "flag": [None, True, False],
+    "ratio": [None, 0.1, -2.5e-10, 1.7976931348623157e308, 0.0, 5e-324],
+    "big": [None, -2**63, 2**63 - 1, 0],
+    "blob": [None, b"", b"\x00\xff", bytes(range(16))],
+    "uid": [None, "6F9619FF-8B86-D011-B42D-00C04FC964FF"],
+}
+_EPOCH = datetime(1970, 1, 1)
 #: The history's column -> the name the producers write and gold holds (``--odd-names``: names
 #: Delta can store that SQL tools must quote; Qlik writes them upper-cased).
-COL = {c: c for c in ("region", "id", *COLUMNS)}
+COL = {c: c for c in ("region", "id", *COLUMNS, *WIDE_TYPES)}
 ODD_NAMES = {"region": "région/eu", "id": "row.id", "name": "Nachname-Ä", "qty": "qty#1",
-             "price": "unit.price"}
+             "price": "unit.price", "born": "born:on", "seen": "zuletzt_gesehen", "flag": "flag?",
+             "ratio": "ratio%", "big": "big[0]", "blob": "blob$", "uid": "uid'x"}
 #: ``--composite-key``: the key is (region, id), region a text part that follows from id (so a key
 #: change of id changes both parts).
 COMPOSITE = {"on": False}
@@ -90,6 +116,39 @@ def columns() -> list[str]:
 def gold_key(key: int):
     """How :func:`expected` and :func:`gold` name a key: ``id``, or ``region/id``."""
     return "/".join(map(str, key_of(key).values())) if COMPOSITE["on"] else key
+
+
+def types_of(c: str, producer: str = "cdc_ct") -> tuple:
+    """Column ``c``'s types: (config type for ``producer``, CES SQL Server type, Qlik type)."""
+    if c in TYPES:
+        return TYPES[c]
+    config, sql, qlik_type = WIDE_TYPES[c]
+    return (config[0] if producer.startswith("debezium") else config[1]), sql, qlik_type
+
+
+def rendered(producer: str, row: dict) -> dict:
+    """``row`` (history names and values) as ``producer`` writes its values into JSON: Debezium by
+    Kafka Connect's JSON converter (a decimal base64, a date epoch days, a MicroTimestamp epoch
+    microseconds, bytes base64), a change-table export as ``FOR JSON`` does (ISO dates, binary as
+    0x hex), CES as SQL Server's text of each value (every value a string), Qlik as JSON values
+    (dates and times as text, bytes as hex)."""
+    def one(c, v):
+        if v is None:
+            return None
+        if c == "price" and producer == "debezium":
+            return _b64_decimal(v)
+        if isinstance(v, datetime):
+            return v.isoformat(sep="T" if producer == "cdc_ct" else " ", timespec="microseconds") \
+                if producer != "debezium" else (v - _EPOCH) // timedelta(microseconds=1)
+        if isinstance(v, date):
+            return (v - _EPOCH.date()).days if producer == "debezium" else v.isoformat()
+        if isinstance(v, bytes):
+            return (base64.b64encode(v).decode() if producer == "debezium"
+                    else ("0x" if producer in ("cdc_ct", "ces") else "") + v.hex().upper())
+        if producer == "ces":
+            return ("1" if v else "0") if isinstance(v, bool) else (repr(v) if isinstance(v, float) else str(v))
+        return v
+    return {k: one(k, v) for k, v in row.items()}
 
 
 def out_names(row: dict) -> dict:
@@ -144,6 +203,7 @@ def history(rng: random.Random, keys: int, changes: int) -> list[Change]:
             touched.add(key)
             row = {"name": rng.choice(NAMES), "qty": rng.choice([None, 0, 1, 7, 2**31 - 1]),
                    "price": rng.choice([None, "0.00", "1.50", "19.99", "-3.25", "99999999.99"])}
+            row.update({c: rng.choice(WIDE_VALUES[c]) for c in COLUMNS if c in WIDE_VALUES})
             form = rng.random()
             any_free = len(dead) > sum(1 for k in touched if has(dead, k))
             if key not in live:
@@ -195,7 +255,7 @@ def _as_delete_and_insert(c: Change) -> list[Change]:
 
 def debezium(c: Change) -> list[str]:
     def image(row, key):
-        return None if row is None else out_names({**key_of(key), **row, "price": _b64_decimal(row["price"])})
+        return None if row is None else out_names(rendered("debezium", {**key_of(key), **row}))
 
     def dbz_lsn(hex20: str) -> str:
         return f"{hex20[:8]}:{hex20[8:16]}:{hex20[16:]}".lower()
@@ -256,11 +316,17 @@ def debezium_with_metadata(changes: list[Change], rng: random.Random) -> tuple[d
     return events, bounds
 
 
+def _all_columns_mask() -> str:
+    """``__$update_mask`` with every column's bit (ordinal 1 the lowest bit of the last byte)."""
+    n = len(columns())
+    return "0x" + ((1 << n) - 1).to_bytes((n + 7) // 8, "big").hex().upper()
+
+
 def cdc_ct(c: Change) -> list[str]:
     def row(op: int, image: dict, key: int, sub: int = 0) -> str:
         return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
-                           "__$operation": op, "__$update_mask": "0x1F" if COMPOSITE["on"] else "0x0F",
-                           "__$command_id": 1, **out_names({**image, **key_of(key)})})
+                           "__$operation": op, "__$update_mask": _all_columns_mask(),
+                           "__$command_id": 1, **out_names(rendered("cdc_ct", {**image, **key_of(key)}))})
 
     if c.op == "INSERT":
         return [row(2, c.after, c.key)]
@@ -275,8 +341,7 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     def image(row, key):
         if row is None:
             return None
-        return out_names({**{k: str(v) for k, v in key_of(key).items()},
-                          **{k: (None if v is None else str(v)) for k, v in row.items()}})
+        return out_names(rendered("ces", {**key_of(key), **row}))
 
     if c.old_key is not None:  # a key change: a delete of the old key, then an insert of the new one
         return [line for part in _as_delete_and_insert(c) for line in ces(part, rng)]
@@ -285,7 +350,7 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     if c.op == "UPDATE" and c.form < 0.5:
         old = None  # as the seed's update: "old": "{}"
     seq = c.pos * 2 + (c.op == "INSERT")  # a key change's insert after its delete, at the same position
-    ev = ces_event(op, table="hist", cols=[(COL[k], TYPES[k][1]) for k in columns()], old=old,
+    ev = ces_event(op, table="hist", cols=[(COL[k], types_of(k)[1]) for k in columns()], old=old,
                    current=image(c.after, c.key), pk={COL[k]: str(v) for k, v in key_of(c.key).items()},
                    lsn=commit_hex(c), seq=seq, eid=f"e-{c.tx}-{seq}")
     if rng.random() < 0.2:  # a large event cut into segments, which land apart
@@ -302,7 +367,7 @@ def qlik_metadata() -> str:
             "lineage": {"server": "qlik-srv", "task": "task", "schema": "dbo", "table": "hist", "tableVersion": 1,
                         "timestamp": "2025-01-01T00:00:00.000"},
             "tableStructure": {"tableColumns": {
-                COL[c].upper(): {"ordinal": i, **TYPES[c][2],
+                COL[c].upper(): {"ordinal": i, **types_of(c)[2],
                                  **({"primaryKeyPosition": key_names().index(c) + 1} if c in key_names() else {})}
                 for i, c in enumerate(columns(), start=1)
             }},
@@ -316,7 +381,7 @@ CES_COLS = [(c, TYPES[c][1]) for c in ("id", *COLUMNS)]
 
 def qlik(c: Change, last_of_tx: bool) -> list[str]:
     def image(row, key):
-        return None if row is None else {k.upper(): v for k, v in out_names({**key_of(key), **row}).items()}
+        return None if row is None else {k.upper(): v for k, v in out_names(rendered("qlik", {**key_of(key), **row})).items()}
 
     data = image(c.before, c.key) if c.op == "DELETE" else image(c.after, c.key)
     headers = {"operation": c.op, "changeSequence": f"20250101{c.tx * 1000 + c.pos:027d}",
@@ -411,9 +476,9 @@ def deliveries(lines: list[str], runs: int, rng: random.Random) -> list[list[lis
     return out
 
 
-def _keys_and_columns() -> str:
+def _keys_and_columns(producer: str) -> str:
     return (f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\ncolumns:\n"  # JSON strings are YAML's
-            + "".join(f"  - {{name: {json.dumps(COL[c])}, type: '{TYPES[c][0]}'}}\n" for c in columns()))
+            + "".join(f"  - {{name: {json.dumps(COL[c])}, type: '{types_of(c, producer)[0]}'}}\n" for c in columns()))
 
 
 def write_config(base: Path, only: set[str]) -> Path:
@@ -429,7 +494,7 @@ def write_config(base: Path, only: set[str]) -> Path:
         sources += f"  {source}:\n    format: {fmt}\n    landing: {landing}\n{opts}"
         body = f"name: {table}\nsource: {source}\ntable: dbo.hist\n"
         if producer in ("debezium", "debezium_tx", "debezium_flat", "cdc_ct"):
-            body += _keys_and_columns()
+            body += _keys_and_columns(producer)
         elif producer == "ces":
             body += f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\n"
         (base / "config" / "tables" / f"{table}.yml").write_text(body)
@@ -439,7 +504,7 @@ def write_config(base: Path, only: set[str]) -> Path:
         sources += f"  {source}:\n    format: {producer}\n    landing: {base / 'landing' / source}\n"
     if "handoff" in only:
         (base / "config" / "tables" / f"{table}.yml").write_text(
-            f"name: {table}\nsources: [{ct}, {dbz}]\ntable: dbo.hist\n" + _keys_and_columns())
+            f"name: {table}\nsources: [{ct}, {dbz}]\ntable: dbo.hist\n" + _keys_and_columns("cdc_ct"))
     (base / "config" / "pipeline.yml").write_text("name: histories\nsources:\n" + sources)
     return base / "config" / "pipeline.yml"
 
@@ -448,39 +513,38 @@ def write_config(base: Path, only: set[str]) -> Path:
 
 
 def expected(changes: list[Change]) -> tuple[list[tuple], dict[int, list[tuple]]]:
-    """By the reference model: SCD1 rows ``(id, name, qty, price)``, and per key its SCD2 versions
-    ``(name, qty, price, closed)`` in commit order."""
+    """By the reference model: SCD1 rows ``(id, name, qty, price, ...)``, and per key its SCD2
+    versions ``(name, qty, price, ..., closed)`` in commit order (the columns of :data:`COLUMNS`)."""
     events = [{"op": "DELETE" if c.op == "DELETE" else "UPSERT", "seq": (c.tx, c.pos),
                "cid": f"{c.tx}.{c.pos}", "key": (c.key,), "values": c.after or {}, "provided": None}
               for c in changes]
     events += [{"op": "DELETE", "seq": (c.tx, c.pos), "cid": f"{c.tx}.{c.pos}#old", "key": (c.old_key,),
                 "values": {}, "provided": None} for c in changes if c.old_key is not None]  # a key change
     current, versions = ref.replay(events, COLUMNS)
-    scd1 = sorted(((gold_key(k[0]), r["name"], r["qty"], r["price"]) for k, r in current.items()), key=ref._sort_key)
+    scd1 = sorted(((gold_key(k[0]), *(r[c] for c in COLUMNS)) for k, r in current.items()), key=ref._sort_key)
     scd2: dict[int, list[tuple]] = {}
     for v in sorted(versions, key=lambda v: v["start"]):
-        scd2.setdefault(gold_key(v["key"][0]), []).append(
-            (v["values"]["name"], v["values"]["qty"], v["values"]["price"], v["end"] is not None))
+        scd2.setdefault(gold_key(v["key"][0]), []).append((*(v["values"][c] for c in COLUMNS), v["end"] is not None))
     return scd1, scd2
 
 
 def gold(spark, tables: Path, producer: str, table: str) -> tuple[list[tuple], dict[int, list[tuple]]]:
     """The same shapes read from a run's gold tables."""
-    names = tuple(COL[c].upper() if producer == "qlik" else COL[c] for c in ("id", "name", "qty", "price"))
+    names = tuple(COL[c].upper() if producer == "qlik" else COL[c] for c in ("id", *COLUMNS))
     region = COL["region"].upper() if producer == "qlik" else COL["region"]
 
     def key(r):
         return f"{r[region]}/{r[names[0]]}" if COMPOSITE["on"] else r[names[0]]
 
-    def text(v):
-        return None if v is None else (f"{v:.2f}" if isinstance(v, Decimal) else v)
+    def text(v):  # as the history holds values: a decimal as its text, binary as bytes
+        return f"{v:.2f}" if isinstance(v, Decimal) else bytes(v) if isinstance(v, bytearray) else v
 
     s1 = spark.read.format("delta").load(str(tables / f"gold_{table}_scd1")).collect()
     s2 = spark.read.format("delta").load(str(tables / f"gold_{table}_scd2")).collect()
-    scd1 = sorted(((key(r), r[names[1]], r[names[2]], text(r[names[3]])) for r in s1), key=ref._sort_key)
+    scd1 = sorted(((key(r), *(text(r[n]) for n in names[1:])) for r in s1), key=ref._sort_key)
     scd2: dict[int, list[tuple]] = {}
     for r in sorted(s2, key=lambda r: tuple(r["__START_AT"])):
-        scd2.setdefault(key(r), []).append((r[names[1]], r[names[2]], text(r[names[3]]), r["__END_AT"] is not None))
+        scd2.setdefault(key(r), []).append((*(text(r[n]) for n in names[1:]), r["__END_AT"] is not None))
     return scd1, scd2
 
 
@@ -497,12 +561,16 @@ def main() -> int:
                     help=f"columns named {', '.join(ODD_NAMES.values())} (dots, a dash, a non-ASCII letter, #)")
     ap.add_argument("--composite-key", action="store_true",
                     help="key every table on (region, id): a text and an int part")
+    ap.add_argument("--wide-types", action="store_true",
+                    help=f"add columns {', '.join(WIDE_TYPES)}: a date, datetime2, bit, float, bigint, varbinary, uniqueidentifier")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
                     help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
     if args.odd_names:
         COL.update(ODD_NAMES)
     COMPOSITE["on"] = args.composite_key
+    if args.wide_types:
+        COLUMNS.extend(WIDE_TYPES)
     only = set(args.only.split(","))
     base = args.folder.resolve()
     shutil.rmtree(base, ignore_errors=True)

@@ -114,7 +114,7 @@ def test_valid_rules_pass(spark, tmp_path, sql):
     (tmp_path / "tables").mkdir()
     (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: cdc_ct\n")
     (tmp_path / "tables" / "t.yml").write_text(
-        "table: dbo.t\nkeys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: amount, type: int32}\n"
+        "table: dbo.t\nkeys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: amount, type: int}\n"
         f"  - {{name: status, type: string}}\nexpectations:\n  - name: r\n    constraint: \"{sql}\"\n"
     )
     assert v.validate(tmp_path / "pipeline.yml", spark=spark) == []

@@ -154,22 +154,27 @@ def test_null_key_and_unreadable_value_go_to_table_quarantine(spark):
     ]
 
 
-def test_logical_types_become_spark_types(spark):
-    """Decimal (base64 two's complement), Date, Time, Micro/Nano timestamps, ZonedTimestamp."""
-    fields = [
-        {"field": "id", "type": "int32"},
-        {"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "2", "connect.decimal.precision": "10"}},
-        {"field": "d", "type": "int32", "name": "io.debezium.time.Date"},
-        {"field": "t", "type": "int32", "name": "io.debezium.time.Time"},
-        {"field": "ts", "type": "int64", "name": "io.debezium.time.Timestamp"},
-        {"field": "mts", "type": "int64", "name": "io.debezium.time.MicroTimestamp"},
-        {"field": "nts", "type": "int64", "name": "io.debezium.time.NanoTimestamp"},
-        {"field": "zts", "type": "string", "name": "io.debezium.time.ZonedTimestamp"},
-        {"field": "big", "type": "int64"},
-        {"field": "ok", "type": "boolean"},
-        {"field": "blob", "type": "bytes"},
-    ]
-    cols = [debezium.spec_from_connect_field(f) for f in fields]
+LOGICAL_FIELDS = [
+    {"field": "id", "type": "int32"},
+    {"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "2", "connect.decimal.precision": "10"}},
+    {"field": "d", "type": "int32", "name": "io.debezium.time.Date"},
+    {"field": "t", "type": "int32", "name": "io.debezium.time.Time"},
+    {"field": "ts", "type": "int64", "name": "io.debezium.time.Timestamp"},
+    {"field": "mts", "type": "int64", "name": "io.debezium.time.MicroTimestamp"},
+    {"field": "nts", "type": "int64", "name": "io.debezium.time.NanoTimestamp"},
+    {"field": "zts", "type": "string", "name": "io.debezium.time.ZonedTimestamp"},
+    {"field": "big", "type": "int64"},
+    {"field": "ok", "type": "boolean"},
+    {"field": "blob", "type": "bytes"},
+]
+#: The SQL Server type of each of :data:`LOGICAL_FIELDS` whose values the connector writes that way
+#: (its defaults: time.precision.mode=adaptive, decimal.handling.mode=precise, binary.handling.mode=bytes).
+SQL_SERVER_TYPES = {"id": "int", "price": "decimal(10,2)", "d": "date", "t": "time(3)", "ts": "datetime2(3)",
+                    "mts": "datetime2(6)", "nts": "datetime2", "zts": "datetimeoffset", "big": "bigint", "ok": "bit",
+                    "blob": "varbinary(16)"}
+
+
+def _logical_after(spark, cols):
     after = {
         "id": 1,
         "price": base64.b64encode((-1999).to_bytes(2, "big", signed=True)).decode(),  # -19.99
@@ -188,6 +193,12 @@ def test_logical_types_become_spark_types(spark):
           "commit_lsn": lsn(1, 1, 1), "change_lsn": lsn(1, 1, 1), "event_serial_no": 1, "ts_ms": 0}}
     _, d = decode(spark, [json.dumps(ev)], table=table, columns=cols)
     assert d.quarantine.count() == 0
+    return d
+
+
+def test_logical_types_become_spark_types(spark):
+    """Decimal (base64 two's complement), Date, Time, Micro/Nano timestamps, ZonedTimestamp."""
+    d = _logical_after(spark, [debezium.spec_from_connect_field(f) for f in LOGICAL_FIELDS])
     a = d.changes.collect()[0].after
     assert a.price == Decimal("-19.99")
     assert a.d == dt.date(2019, 6, 5)
@@ -201,6 +212,32 @@ def test_logical_types_become_spark_types(spark):
     assert a.blob == bytearray(b"\x00\xff")
     schema = {f.name: f.dataType.simpleString() for f in d.changes.schema["after"].dataType.fields}
     assert schema["price"] == "decimal(10,2)" and schema["ts"] == "timestamp_ntz" and schema["zts"] == "timestamp"
+
+
+def test_sql_server_type_names_in_columns_read_values_as_the_connector_writes_them(spark):
+    """``columns:`` may name a column's SQL Server type (as a change-table or hand-off table does):
+    the values are read as the connector writes that type, so the row equals the Connect-typed one."""
+    by_connect = [debezium.spec_from_connect_field(f) for f in LOGICAL_FIELDS]
+    by_sql = [debezium.DECODER.config_column({"name": f["field"], "type": SQL_SERVER_TYPES[f["field"]]}, i)
+              for i, f in enumerate(LOGICAL_FIELDS, start=1)]
+    assert [(c.spark_type, c.encoding) for c in by_sql] == [(c.spark_type, c.encoding) for c in by_connect]
+    assert _logical_after(spark, by_sql).changes.collect()[0].after == \
+        _logical_after(spark, by_connect).changes.collect()[0].after
+
+
+def test_a_column_type_no_decoder_reads_is_a_config_error_naming_file_line_and_column(tmp_path):
+    """A typo in a type used to pass `validate` and stop the run with Spark's parse error."""
+    from sqlcdc.config import ConfigError, load_pipeline
+
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: debezium\n    landing: in\n")
+    (tmp_path / "tables" / "t.yml").write_text(
+        "table: dbo.t\nkeys: [id]\ncolumns:\n  - {name: id, type: int}\n  - {name: photo, type: varbinry(16)}\n")
+    with pytest.raises(ConfigError) as e:
+        load_pipeline(str(tmp_path / "pipeline.yml"))
+    (problem,) = e.value.problems
+    assert problem.startswith(f"{tmp_path / 'tables' / 't.yml'}:5: columns[1].type: 'varbinry(16)' (column 'photo') "
+                              "is not a type a debezium source reads")
 
 
 def test_columns_are_discovered_from_a_schema_envelope_in_the_landing_folder(tmp_path):

@@ -394,10 +394,7 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
     fmt = sources[src_name].format
     from sqlcdc import formats  # formats imports this module (ConfigError): look it up here
 
-    try:
-        decoder = formats.get(fmt)
-    except formats.UnknownFormat:  # the source's own schema problem names it
-        decoder = None
+    decoder = formats.get(fmt) if fmt in formats.available() else None  # else the source's schema problem names it
     if decoder and not doc.get("keys") and decoder.keys_required:
         problems.append(f"{file}:1: keys: required for a {fmt} source ({decoder.keys_required})")
     if decoder and not doc.get("columns") and decoder.columns_required:
@@ -436,14 +433,16 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
 
     # Columns named by keys and lists must exist when the config gives the schema.
     known = [c["name"] for c in doc.get("columns") or ()]
-    for i, col in enumerate(known):
+    for i, col in enumerate(doc.get("columns") or ()):
+        at = f"{file}:{lines.get(('columns', i), lines.get(('columns',), 1))}: columns[{i}]"
         why = ("holds a character Delta cannot store in a column name (space , ; { } ( ) newline tab = or a backtick)"
-               if unstorable(col) else f"is a name sqlcdc gives a column of its own ({RESERVED_LIST})" if reserved(col) else None)
+               if unstorable(col["name"]) else f"is a name sqlcdc gives a column of its own ({RESERVED_LIST})"
+               if reserved(col["name"]) else None)
         if why:
-            problems.append(
-                f"{file}:{lines.get(('columns', i), lines.get(('columns',), 1))}: columns[{i}].name: {col!r} {why}; "
-                "leave the column out of `columns:` (its values are then not landed) or rename it at the source"
-            )
+            problems.append(f"{at}.name: {col['name']!r} {why}; leave the column out of `columns:` (its values are "
+                            "then not landed) or rename it at the source")
+        elif decoder and decoder.config_type_problem(col, i + 1):
+            problems.append(f"{at}.type: {decoder.config_type_problem(col, i + 1)}")
     if known:
         dup = sorted({c for c in known if known.count(c) > 1})
         if dup:

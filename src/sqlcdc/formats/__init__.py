@@ -180,6 +180,20 @@ class Decoder(ABC):
         return ColumnSpec(column["name"], str(column["type"]).strip().lower(), lob=bool(column.get("lob", False)),
                           ordinal=ordinal, source_type=str(column["type"]))
 
+    #: The type spellings :meth:`config_column` reads besides Spark SQL types, for the config error.
+    config_types: ClassVar[str] = ""
+
+    def config_type_problem(self, column: dict, ordinal: int) -> str | None:
+        """Why a ``columns:`` entry's ``type`` cannot type a silver column (None: it can), so the
+        config is refused naming it rather than the run stopping on a Spark parse error."""
+        from sqlcdc.formats._sqlserver import is_spark_type
+
+        if "type" not in column or is_spark_type(self.config_column(column, ordinal).spark_type):
+            return None
+        return (f"{column['type']!r} (column {column['name']!r}) is not a type a {self.name} source reads: give a "
+                f"Spark SQL type (int, bigint, decimal(10,2), string, date, timestamp_ntz, boolean, double, binary, "
+                f"...){self.config_types}")
+
     def keys_for(self, table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[str]:
         """Key columns from the producer's own metadata, used when the table config has no
         ``keys:``. Default: none (the config must name them)."""

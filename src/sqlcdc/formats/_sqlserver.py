@@ -15,7 +15,7 @@ from typing import Iterable
 
 from sqlcdc.values import ColumnSpec
 
-__all__ = ["spec_for_sql_type", "unknown_types"]
+__all__ = ["config_spec", "is_spark_type", "is_sql_server_type", "spec_for_sql_type", "unknown_types"]
 
 _TYPE_RE = re.compile(r"^\s*([a-z][a-z0-9_ ]*?)\s*(?:\(\s*([^)]*?)\s*\))?\s*$")
 _SIMPLE: dict[str, tuple[str, str]] = {
@@ -51,9 +51,51 @@ _SIMPLE: dict[str, tuple[str, str]] = {
 _LOB_TYPES = {"text", "ntext", "image", "xml"}
 
 
-def _known(sql_type: str) -> bool:
+def is_sql_server_type(sql_type: str) -> bool:
+    """True for a SQL Server type name this mapping knows (arguments not checked).
+
+    >>> is_sql_server_type("datetime2(6)"), is_sql_server_type("geography")
+    (True, False)
+    """
     m = _TYPE_RE.match(sql_type.lower())
     return bool(m) and (m.group(1) in _SIMPLE or m.group(1) in ("decimal", "numeric", "float"))
+
+
+_known = is_sql_server_type
+
+#: The Spark SQL types a silver column may have, as sqlcdc spells them (``decimal(p,s)`` with
+#: 1 <= p <= 38, 0 <= s <= p).
+_SPARK_TYPE_RE = re.compile(
+    r"^(boolean|tinyint|smallint|int|bigint|float|double|string|binary|date|timestamp|timestamp_ntz"
+    r"|decimal(\((?P<p>[0-9]{1,2})(,(?P<s>[0-9]{1,2}))?\))?)$")
+
+
+def is_spark_type(spark_type: str) -> bool:
+    """True for a Spark SQL type a silver column can have (as sqlcdc spells them).
+
+    >>> is_spark_type("decimal(10,2)"), is_spark_type("decimal(40,2)"), is_spark_type("varbinary(16)")
+    (True, False, False)
+    """
+    m = _SPARK_TYPE_RE.match(spark_type.replace(" ", ""))
+    if not m:
+        return False
+    p, s = int(m.group("p") or 10), int(m.group("s") or 0)
+    return 1 <= p <= 38 and s <= p
+
+
+def config_spec(name: str, type_name: str, *, ordinal: int | None = None, lob: bool = False) -> ColumnSpec:
+    """A ``columns:`` entry whose values are text (a change-table export, a default decoder): a
+    Spark SQL type as it is, else a SQL Server type name by :func:`spec_for_sql_type` (where both
+    spell a type -- ``float``, ``timestamp`` -- Spark's meaning wins). A name that is neither is
+    returned as it is, for the config check to refuse (``sqlcdc.config``: :func:`is_spark_type`).
+
+    >>> config_spec("seen", "datetime2(6)").spark_type, config_spec("on", "bit").spark_type
+    ('timestamp_ntz', 'boolean')
+    """
+    low = str(type_name).strip().lower()
+    if not is_spark_type(low) and is_sql_server_type(low):
+        return spec_for_sql_type(name, low, ordinal=ordinal, lob=lob)
+    return ColumnSpec(name, low, lob=lob, ordinal=ordinal, source_type=str(type_name))
 
 
 def spec_for_sql_type(name: str, sql_type: str, *, ordinal: int | None = None, lob: bool | None = None) -> ColumnSpec:

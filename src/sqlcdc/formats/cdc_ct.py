@@ -159,6 +159,7 @@ and in Python::
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -173,6 +174,7 @@ from sqlcdc.formats._ct_names import (NAME, OPERATION, ROW_FILTERS, SEQVAL, STAR
 from sqlcdc.formats._ct_values import _deduplicated, _parsed, changed_from_mask, lob_provided, table_option
 from sqlcdc.formats._ct_values import quarantine_columns as _q_columns
 from sqlcdc.formats._masks import mask_has
+from sqlcdc.formats._sqlserver import config_spec
 from sqlcdc.values import VALUE_WARNINGS_COL, ColumnSpec
 
 # Re-exported: the decoder is split into the private modules _ct_*; these stay ``cdc_ct.<name>``.
@@ -237,15 +239,20 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
 
 
 def config_column(column: dict, ordinal: int) -> ColumnSpec:
-    """A ``columns:`` entry: ``type`` a Spark SQL type, or ``binary``/``varbinary`` (hex text in the exports).
+    """A ``columns:`` entry: ``type`` a Spark SQL type or a SQL Server type name (``datetime2(6)``,
+    ``bit``, ``nvarchar(50)``: :func:`~sqlcdc.formats._sqlserver.config_spec`); binary types are
+    read as hex text (or base64: the module doc).
 
     >>> config_column({"name": "photo", "type": "varbinary(max)", "lob": True}, 3)
     ColumnSpec(name='photo', spark_type='binary', encoding='hex', lob=True, ordinal=3, source_type='varbinary(max)')
     """
     t = str(column["type"]).strip().lower()
     is_binary = t in ("binary", "varbinary") or t.startswith(("binary(", "varbinary("))
-    return ColumnSpec(column["name"], "binary" if is_binary else t, "hex" if is_binary else "text",
-                      lob=bool(column.get("lob", False)), ordinal=ordinal, source_type=str(column["type"]))
+    if is_binary:
+        return ColumnSpec(column["name"], "binary", "hex", lob=bool(column.get("lob", False)), ordinal=ordinal,
+                          source_type=str(column["type"]))
+    return replace(config_spec(column["name"], column["type"], ordinal=ordinal, lob=bool(column.get("lob", False))),
+                   source_type=str(column["type"]))
 
 
 # --- decoding ------------------------------------------------------------------------------------
@@ -462,6 +469,7 @@ class ChangeTables(Decoder):
     decode = staticmethod(decode)
     unrouted = staticmethod(unrouted)
     config_column = staticmethod(config_column)
+    config_types = ", or a SQL Server type (datetime2(6), bit, nvarchar(50), varbinary(16), money, ...)"
 
     def handoff_problem(self, table: TableConfig) -> str | None:
         if changes_function(table) == "net_changes":

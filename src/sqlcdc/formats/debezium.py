@@ -50,6 +50,7 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -61,6 +62,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_fast, _debezium_tx
 from sqlcdc.formats._debezium_events import OPS, SOURCE_FIELDS, changed_columns, claims, epoch_millis, matches, op_name
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
+from sqlcdc.formats._sqlserver import is_spark_type, is_sql_server_type, spec_for_sql_type
 from sqlcdc.formats.base import claimants, json_trim, nested_keys_in, one_json_value, read_text_lines, record_id
 from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, null_key_reasons, provided_columns, split_value_errors, typed_struct
 
@@ -134,8 +136,10 @@ def spec_from_connect_field(field: dict[str, Any]) -> ColumnSpec:
 
 def spec_from_config(column: dict[str, Any]) -> ColumnSpec:
     """A ``columns:`` entry -> :class:`ColumnSpec`. ``type`` is a Connect type or logical name
-    (``int32``, ``io.debezium.time.MicroTimestamp``, ``decimal(10,2)`` for Connect Decimal) or a
-    Spark SQL type read from the JSON text as is."""
+    (``int32``, ``io.debezium.time.MicroTimestamp``, ``decimal(10,2)`` for Connect Decimal), a
+    SQL Server type name as the connector writes its values (``datetime2(6)``, ``bit``,
+    ``varbinary(16)``: :func:`_spec_of_sql_type`; ``date`` is Connect's Date) or another Spark SQL
+    type read from the JSON text as is."""
     name, ctype = column["name"], str(column["type"]).strip()
     low = ctype.lower()
     if low in ("struct", "array", "map") or ctype in _JSON_VALUED:  # kept as JSON text
@@ -146,7 +150,35 @@ def spec_from_config(column: dict[str, Any]) -> ColumnSpec:
         return ColumnSpec(name, "decimal" + low[low.index("(") :] if "(" in low else "decimal(38,0)", "base64_decimal")
     if low == "binary":
         return ColumnSpec(name, "binary", "base64")
+    if low == "date":  # Connect's Date: the connector writes every date as days since 1970
+        return spec_from_connect_field({"field": name, "type": "int32", "name": "io.debezium.time.Date"})
+    if not is_spark_type(low) and is_sql_server_type(low):
+        return _spec_of_sql_type(name, low, bool(column.get("lob", False)))
     return ColumnSpec(name, low, "text", lob=bool(column.get("lob", False)))
+
+
+def _spec_of_sql_type(name: str, sql_type: str, lob: bool) -> ColumnSpec:
+    """A SQL Server type name as the SQL Server connector writes its values with its default
+    ``time.precision.mode=adaptive`` (datetime2(0-3) milliseconds, (4-6) microseconds, (7)
+    nanoseconds; the same for time), ``decimal.handling.mode=precise`` and ``binary.handling.mode=bytes``.
+
+    >>> _spec_of_sql_type("seen", "datetime2(6)", False).encoding
+    'epoch_micros'
+    """
+    spec = spec_for_sql_type(name, sql_type, lob=lob)
+    base, _, args = sql_type.partition("(")
+    digits = int(args.rstrip(") ")) if args.rstrip(") ").isdigit() else 7  # SQL Server's default precision
+    unit = "Micro" if 4 <= digits <= 6 else "Nano" if digits >= 7 else ""
+    logical = {"datetime2": f"io.debezium.time.{unit}Timestamp", "datetime": "io.debezium.time.Timestamp",
+               "smalldatetime": "io.debezium.time.Timestamp", "time": f"io.debezium.time.{unit}Time",
+               "datetimeoffset": "io.debezium.time.ZonedTimestamp"}.get(base.strip())
+    if logical:
+        return replace(spec_from_connect_field({"field": name, "type": "int64", "name": logical}), lob=lob)
+    if spec.spark_type.startswith("decimal"):  # money, smallmoney: Connect Decimal
+        return replace(spec, encoding="base64_decimal")
+    if spec.encoding == "hex":  # binary, varbinary, image, rowversion: Connect bytes
+        return replace(spec, encoding="base64")
+    return spec
 
 
 # --- bronze -------------------------------------------------------------------------------------
@@ -435,8 +467,11 @@ class Debezium(Decoder):
     unrouted = staticmethod(unrouted)
     is_skipped = staticmethod(is_skipped)
 
+    config_types = (", a SQL Server type as the connector writes it (datetime2(6), bit, varbinary(16), money, ...) "
+                    "or a Kafka Connect type (int32, io.debezium.time.MicroTimestamp, ...)")
+
     def config_column(self, column: dict, ordinal: int) -> ColumnSpec:
-        """A Connect type or logical name, ``decimal(p,s)`` (Connect Decimal) or a Spark SQL type."""
+        """A Connect type or logical name, ``decimal(p,s)`` (Connect Decimal), a SQL Server type or a Spark SQL type."""
         return spec_from_config(column)
 
     def transaction_marks(self, bronze: DataFrame, source: SourceConfig) -> DataFrame | None:
