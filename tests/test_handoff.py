@@ -103,7 +103,7 @@ def test_backfill_then_stream_gives_the_single_producer_gold(spark, tmp_path, mo
     identity across producers named the key unquoted: ``row.id`` was a struct's field)."""
     if odd_names:
         monkeypatch.setattr(h, "COL", {**h.COL, **h.ODD_NAMES})
-    cfg = load_pipeline(_project(tmp_path, "table: dbo.hist\n" + h._keys_and_columns() + "sources: [backfill, stream]\n"))
+    cfg = load_pipeline(_project(tmp_path, "table: dbo.hist\n" + h._keys_and_columns("cdc_ct") + "sources: [backfill, stream]\n"))
     [(gold, parts)] = handoff.groups(cfg.tables)
     rng = random.Random(seed)
     changes = h.history(rng, 8, 40)
