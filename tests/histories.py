@@ -19,7 +19,8 @@ events, both delivered the same way; its gold must equal the reference of the wh
 
 ``--odd-names`` names the columns as SQL Server allows and Delta stores but SQL tools must quote
 (``row.id`` as the key, ``unit.price``, ``Nachname-Ä``, ``qty#1``; Qlik upper-cases them).
-``--composite-key`` keys every table on (region, id), a text and an int part.
+``--composite-key`` keys every table on (region, id), a text and an int part. ``--wide-types`` adds
+a date, datetime2(6), bit, float, bigint, varbinary(16) and uniqueidentifier column (:data:`WIDE_TYPES`).
 
 A real run costs minutes on two cores, so this is a script, not part of ``make test``::
 
