@@ -431,6 +431,17 @@ def test_sql_server_types_are_typed_and_unknown_types_reported(spark):
         "float", "date"]
 
 
+def test_columns_config_reads_sql_server_names_and_spark_types_that_are_not_one():
+    """``columns:`` of a CES table: SQL Server names as CES spells them (``timestamp`` is rowversion);
+    a Spark type that is no SQL Server name keeps its meaning (``boolean`` was a string before)."""
+    got = {t: (c.spark_type, c.encoding) for t in ("bit", "boolean", "timestamp_ntz", "double", "timestamp", "float",
+                                                   "datetime2(6)", "string")
+           for c in [ces.DECODER.config_column({"name": "x", "type": t}, 1)]}
+    assert got == {"bit": ("boolean", "text"), "boolean": ("boolean", "text"), "timestamp_ntz": ("timestamp_ntz", "text"),
+                   "double": ("double", "text"), "timestamp": ("binary", "hex"), "float": ("double", "text"),
+                   "datetime2(6)": ("timestamp_ntz", "text"), "string": ("string", "text")}
+
+
 def test_ordering_uses_eventsource_transaction_when_present(spark):
     tx = {"commitlsn": "0x0000002D000000100001", "beginlsn": "0x0000002D000000080001", "sequencenumber": 7,
           "committime": "2025-03-14T18:00:00Z"}

@@ -102,7 +102,7 @@ from sqlcdc.formats._ces_events import _image_problem, _with_images
 from sqlcdc.formats._ces_events import _key_disagrees, _pk_value, _routes, disposition, envelopes, events, split_timeout_seconds
 from sqlcdc.formats._ces_events import routed, same_records, transaction_marks
 from sqlcdc.formats._ces_metadata import _discover, _metadata_problems, cols_problem  # noqa: F401
-from sqlcdc.formats._sqlserver import spec_for_sql_type, unknown_types
+from sqlcdc.formats._sqlserver import is_spark_type, is_sql_server_type, spec_for_sql_type, unknown_types
 from sqlcdc.formats.base import bronze_columns, read_landed_files, read_text_lines
 from sqlcdc.values import ColumnSpec, provided_columns, split_value_errors, typed_struct, typed_value, value_error
 
@@ -481,7 +481,12 @@ class Ces(Decoder):
     depends_on_time = True  # split segments time out (split_timeout) with nothing new landed
 
     def config_column(self, column: dict, ordinal: int) -> ColumnSpec:
-        """A SQL Server type name, as CES's ``eventsource.cols`` spell them (:func:`spec_for_sql_type`)."""
+        """A SQL Server type name, as CES's ``eventsource.cols`` spell them (:func:`spec_for_sql_type`),
+        or a Spark SQL type that is none (``boolean``, ``timestamp_ntz``, ``double``: read from the text)."""
+        low = str(column["type"]).strip().lower()
+        if is_spark_type(low) and not is_sql_server_type(low):
+            return ColumnSpec(column["name"], low, lob=bool(column.get("lob", False)), ordinal=ordinal,
+                              source_type=str(column["type"]))
         return spec_for_sql_type(column["name"], column["type"], ordinal=ordinal, lob=column.get("lob"))
 
 
