@@ -227,10 +227,11 @@ def test_columns_for_reads_config_and_ordinals():
     # SQL Server type names (the table's own, as a hand-off with Debezium shares them) read as text
     sql = cdc_ct.columns_for(make_table(src, columns=COLUMNS + tuple(
         {"name": n, "type": t} for n, t in (("seen", "datetime2(6)"), ("on", "bit"), ("uid", "uniqueidentifier"),
-                                            ("cash", "money"), ("n", "numeric(5)"), ("day", "date")))), src)
+                                            ("cash", "money"), ("n", "numeric(5)"), ("day", "date"),
+                                            ("f", "float"), ("r", "real")))), src)
     assert [(x.spark_type, x.encoding) for x in sql[len(COLUMNS):]] == [
         ("timestamp_ntz", "text"), ("boolean", "text"), ("string", "text"), ("decimal(19,4)", "text"),
-        ("decimal(5,0)", "text"), ("date", "text")]
+        ("decimal(5,0)", "text"), ("date", "text"), ("double", "text"), ("float", "text")]  # SQL Server's float: 8 bytes
 
 
 def test_columns_for_says_what_is_wrong():

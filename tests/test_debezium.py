@@ -166,12 +166,14 @@ LOGICAL_FIELDS = [
     {"field": "big", "type": "int64"},
     {"field": "ok", "type": "boolean"},
     {"field": "blob", "type": "bytes"},
+    {"field": "dbl", "type": "double"},  # FLOAT64 and FLOAT32 as the JSON converter names them in a schema
+    {"field": "real", "type": "float"},
 ]
 #: The SQL Server type of each of :data:`LOGICAL_FIELDS` whose values the connector writes that way
 #: (its defaults: time.precision.mode=adaptive, decimal.handling.mode=precise, binary.handling.mode=bytes).
 SQL_SERVER_TYPES = {"id": "int", "price": "decimal(10,2)", "d": "date", "t": "time(3)", "ts": "datetime2(3)",
                     "mts": "datetime2(6)", "nts": "datetime2", "zts": "datetimeoffset", "big": "bigint", "ok": "bit",
-                    "blob": "varbinary(16)"}
+                    "blob": "varbinary(16)", "dbl": "float", "real": "real"}
 
 
 def _logical_after(spark, cols):
@@ -187,6 +189,8 @@ def _logical_after(spark, cols):
         "big": 9007199254740993,
         "ok": True,
         "blob": base64.b64encode(b"\x00\xff").decode(),
+        "dbl": 0.1,
+        "real": 0.25,
     }
     table = TableConfig(name="t", source=SOURCE, schema="dbo", table="t", keys=("id",))
     ev = {"op": "c", "before": None, "after": after, "source": {"name": "s", "db": "d", "schema": "dbo", "table": "t",
@@ -210,8 +214,10 @@ def test_logical_types_become_spark_types(spark):
     assert a.big == 9007199254740993
     assert a.ok is True
     assert a.blob == bytearray(b"\x00\xff")
+    assert (a.dbl, a.real) == (0.1, 0.25)
     schema = {f.name: f.dataType.simpleString() for f in d.changes.schema["after"].dataType.fields}
     assert schema["price"] == "decimal(10,2)" and schema["ts"] == "timestamp_ntz" and schema["zts"] == "timestamp"
+    assert (schema["dbl"], schema["real"]) == ("double", "float")  # was a JSON-text string column
 
 
 def test_sql_server_type_names_in_columns_read_values_as_the_connector_writes_them(spark):

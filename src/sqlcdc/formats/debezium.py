@@ -29,7 +29,8 @@ that carries a schema for the table (:func:`columns_for`). Logical types:
 Connect schema (type / name)                            Spark type        encoding
 ======================================================  ================  ==================
 int8 / int16 / int32 / int64                            tinyint ... bigint  text
-float32 / float64, boolean, string                      float, double, ...  text
+float32 / float64 (a JSON schema's float / double)      float, double     text
+boolean, string                                         boolean, string   text
 bytes                                                   binary            base64
 ``org.apache.kafka.connect.data.Decimal`` (scale, p)    decimal(p,s)      base64_decimal
 ``io.debezium.time.Date``, Connect ``Date``             date              epoch_day
@@ -88,6 +89,8 @@ _PAYLOAD_DDL = (
 _PRIMITIVE = {
     "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
     "float32": "float", "float64": "double", "boolean": "boolean", "string": "string",
+    # as the JSON converter names FLOAT32 / FLOAT64 in a schema envelope (its JsonSchema type names)
+    "float": "float", "double": "double",
 }
 _LOGICAL = {
     "io.debezium.time.Date": ("date", "epoch_day"),
@@ -142,6 +145,8 @@ def spec_from_config(column: dict[str, Any]) -> ColumnSpec:
     type read from the JSON text as is."""
     name, ctype = column["name"], str(column["type"]).strip()
     low = ctype.lower()
+    if low == "float":  # SQL Server's float is 8 bytes (FLOAT64): never narrowed to Spark's 4-byte float
+        return ColumnSpec(name, "double", "text", lob=bool(column.get("lob", False)), source_type=ctype)
     if low in ("struct", "array", "map") or ctype in _JSON_VALUED:  # kept as JSON text
         return spec_from_connect_field({"field": name, "type": low if low in ("array", "map") else "struct", "name": ctype})
     if ctype in _LOGICAL or ctype in _PRIMITIVE or ctype == "bytes":
