@@ -21,6 +21,8 @@ events, both delivered the same way; its gold must equal the reference of the wh
 (``row.id`` as the key, ``unit.price``, ``Nachname-Ä``, ``qty#1``; Qlik upper-cases them).
 ``--composite-key`` keys every table on (region, id), a text and an int part. ``--wide-types`` adds
 a date, datetime2(6), bit, float, bigint, varbinary(16) and uniqueidentifier column (:data:`WIDE_TYPES`).
+``--debezium-schema`` lands the Debezium events in the JSON converter's schema envelope and leaves
+their tables' columns to be discovered from it.
 
 A real run costs minutes on two cores, so this is a script, not part of ``make test``::
 
@@ -50,7 +52,7 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 import reference_model as ref  # noqa: E402
-from debezium_events import flatten  # noqa: E402
+from debezium_events import flatten, seed_event  # noqa: E402
 from test_ces import event as ces_event, split as ces_split  # noqa: E402
 
 SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
@@ -72,7 +74,7 @@ WIDE_TYPES = {
     "born": (("io.debezium.time.Date", "date"), "date", {"type": "DATE"}),
     "seen": (("io.debezium.time.MicroTimestamp", "datetime2(6)"), "datetime2(6)", {"type": "DATETIME"}),
     "flag": (("boolean", "bit"), "bit", {"type": "BOOLEAN"}),
-    "ratio": (("float64", "double"), "float", {"type": "REAL8"}),
+    "ratio": (("float64", "float"), "float", {"type": "REAL8"}),
     "big": (("int64", "bigint"), "bigint", {"type": "INT8"}),
     "blob": (("bytes", "varbinary(16)"), "varbinary(16)", {"type": "BYTES", "length": 16}),
     "uid": (("io.debezium.data.Uuid", "uniqueidentifier"), "uniqueidentifier", {"type": "STRING", "length": 36}),
@@ -88,6 +90,19 @@ WIDE_VALUES = {
     "uid": [None, "6F9619FF-8B86-D011-B42D-00C04FC964FF"],
 }
 _EPOCH = datetime(1970, 1, 1)
+#: ``--debezium-schema``: Debezium events in the JSON converter's schema envelope
+#: (``schemas.enable=true``), their tables' columns discovered from it (no ``columns:``).
+DBZ_SCHEMA = {"on": False}
+#: Each column's field in the envelope's Connect schema, as the JSON converter writes it.
+CONNECT_FIELDS = {
+    "region": {"type": "string"}, "id": {"type": "int32"}, "name": {"type": "string"}, "qty": {"type": "int32"},
+    "price": {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+              "parameters": {"scale": "2", "connect.decimal.precision": "10"}},
+    "born": {"type": "int32", "name": "io.debezium.time.Date", "version": 1},
+    "seen": {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "version": 1},
+    "flag": {"type": "boolean"}, "ratio": {"type": "double"}, "big": {"type": "int64"}, "blob": {"type": "bytes"},
+    "uid": {"type": "string"},
+}
 #: The history's column -> the name the producers write and gold holds (``--odd-names``: names
 #: Delta can store that SQL tools must quote; Qlik writes them upper-cased).
 COL = {c: c for c in ("region", "id", *COLUMNS, *WIDE_TYPES)}
@@ -281,6 +296,25 @@ def debezium(c: Change) -> list[str]:
     return [event, "null"] if c.op == "DELETE" and c.form < 0.5 else [event]
 
 
+def with_connect_schema(line: str) -> str:
+    """An event value (payload only) in the JSON converter's schema envelope: the seed's ``source``
+    schema, the row struct of :data:`CONNECT_FIELDS`, the ``transaction`` block when it has one."""
+    if line == "null":
+        return line
+    payload = json.loads(line)
+    row = {"type": "struct", "optional": True, "name": "server1.dbo.hist.Value", "fields": [
+        {**CONNECT_FIELDS[c], "optional": c not in key_names(), "field": COL[c]} for c in columns()]}
+    seed = {f["field"]: f for f in seed_event()["schema"]["fields"]}
+    fields = [{**row, "field": "before"}, {**row, "field": "after"}, seed["source"], seed["op"], seed["ts_ms"]]
+    if "transaction" in payload:
+        fields.append({"type": "struct", "optional": True, "name": "event.block", "version": 1, "field": "transaction",
+                       "fields": [{"type": "string", "optional": False, "field": "id"},
+                                  {"type": "int64", "optional": False, "field": "total_order"},
+                                  {"type": "int64", "optional": False, "field": "data_collection_order"}]})
+    schema = {"type": "struct", "optional": False, "name": "server1.dbo.hist.Envelope", "version": 1, "fields": fields}
+    return json.dumps({"schema": schema, "payload": payload})
+
+
 def debezium_flat(c: Change) -> list[str]:
     """The Debezium events flattened by ExtractNewRecordState (rewrite, the documented add.fields), a
     share with the Connect schema. A key change is Debezium's delete + tombstone + create: the
@@ -400,13 +434,14 @@ def records(producer: str, changes: list[Change], rng: random.Random) -> list[st
     last = {}
     for c in changes:
         last[c.tx] = max(last.get(c.tx, 0), c.pos)
+    wrap = with_connect_schema if DBZ_SCHEMA["on"] else (lambda line: line)
     if producer == "debezium_tx":  # with provide.transaction.metadata: the events and the transaction topic
         events, bounds = debezium_with_metadata(changes, rng)
-        return [x for lines in events.values() for x in lines] + [x for lines in bounds.values() for x in lines]
+        return [wrap(x) for lines in events.values() for x in lines] + [x for lines in bounds.values() for x in lines]
     out: list[str] = []
     for c in changes:
         if producer == "debezium":
-            out += debezium(c)
+            out += map(wrap, debezium(c))
         elif producer == "debezium_flat":
             out += debezium_flat(c)
         elif producer == "cdc_ct":
@@ -494,7 +529,9 @@ def write_config(base: Path, only: set[str]) -> Path:
         fmt = "debezium" if producer == "debezium_tx" else producer
         sources += f"  {source}:\n    format: {fmt}\n    landing: {landing}\n{opts}"
         body = f"name: {table}\nsource: {source}\ntable: dbo.hist\n"
-        if producer in ("debezium", "debezium_tx", "debezium_flat", "cdc_ct"):
+        if producer in ("debezium", "debezium_tx") and DBZ_SCHEMA["on"]:  # discovered from the envelopes
+            body += f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\n"
+        elif producer in ("debezium", "debezium_tx", "debezium_flat", "cdc_ct"):
             body += _keys_and_columns(producer)
         elif producer == "ces":
             body += f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\n"
@@ -564,6 +601,8 @@ def main() -> int:
                     help="key every table on (region, id): a text and an int part")
     ap.add_argument("--wide-types", action="store_true",
                     help=f"add columns {', '.join(WIDE_TYPES)}: a date, datetime2, bit, float, bigint, varbinary, uniqueidentifier")
+    ap.add_argument("--debezium-schema", action="store_true",
+                    help="Debezium events in the JSON converter's schema envelope, their columns discovered from it")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
                     help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
@@ -572,6 +611,7 @@ def main() -> int:
     COMPOSITE["on"] = args.composite_key
     if args.wide_types:
         COLUMNS.extend(WIDE_TYPES)
+    DBZ_SCHEMA["on"] = args.debezium_schema
     only = set(args.only.split(","))
     base = args.folder.resolve()
     shutil.rmtree(base, ignore_errors=True)
