@@ -441,8 +441,8 @@ def _table(doc: dict, file: Path, lines: dict, sources: dict, defaults: dict, pr
         if why:
             problems.append(f"{at}.name: {col['name']!r} {why}; leave the column out of `columns:` (its values are "
                             "then not landed) or rename it at the source")
-        elif decoder and decoder.config_type_problem(col, i + 1):
-            problems.append(f"{at}.type: {decoder.config_type_problem(col, i + 1)}")
+        elif decoder and (why := decoder.config_type_problem(col, i + 1)):
+            problems.append(f"{at}.type: {why}")
     if known:
         dup = sorted({c for c in known if known.count(c) > 1})
         if dup:

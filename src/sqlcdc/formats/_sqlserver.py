@@ -60,9 +60,6 @@ def is_sql_server_type(sql_type: str) -> bool:
     m = _TYPE_RE.match(sql_type.lower())
     return bool(m) and (m.group(1) in _SIMPLE or m.group(1) in ("decimal", "numeric", "float"))
 
-
-_known = is_sql_server_type
-
 #: The Spark SQL types a silver column may have, as sqlcdc spells them (``decimal(p,s)`` with
 #: 1 <= p <= 38, 0 <= s <= p).
 _SPARK_TYPE_RE = re.compile(
@@ -142,4 +139,4 @@ def unknown_types(columns: Iterable[ColumnSpec]) -> list[tuple[str, str]]:
     >>> unknown_types([spec_for_sql_type("shape", "geography"), spec_for_sql_type("id", "int")])
     [('shape', 'geography')]
     """
-    return [(c.name, c.source_type) for c in columns if c.source_type and not _known(c.source_type)]
+    return [(c.name, c.source_type) for c in columns if c.source_type and not is_sql_server_type(c.source_type)]
