@@ -53,11 +53,15 @@ if str(TESTS) not in sys.path:
 
 import reference_model as ref  # noqa: E402
 from debezium_events import flatten, seed_event  # noqa: E402
-from test_ces import event as ces_event, split as ces_split  # noqa: E402
+from test_ces import event as ces_event, land_avro, split as ces_split  # noqa: E402
 
 SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
 COLUMNS = ["name", "qty", "price"]  # non-key columns; the key is ``id`` (``--wide-types`` adds :data:`WIDE`)
 NAMES = ["ann", "bob", "cy", None, "dee", "Émile", "x" * 40]
+#: ``--nasty-text``: names a CSV, JSON or SQL writer must escape, and text that looks like something else.
+NASTY_NAMES = ["", " ", "a,b", 'say "hi"', '"', "two\nlines", "crlf\r\nend", "tab\tin", "back\\slash", "🦆 duck",
+               "  padded  ", "NULL", "null", "\\N", "it's", "0x00", '{"a": 1}', "line\u2028sep", "ctl\x01", "=1+2",
+               ";semi;", "é" * 100]
 #: Each column of the history: its type in ``columns:`` (config), in CES (SQL Server) and in Qlik.
 TYPES = {
     "region": ("string", "nvarchar(10)", {"type": "WSTRING", "length": 10}),
@@ -109,6 +113,13 @@ COL = {c: c for c in ("region", "id", *COLUMNS, *WIDE_TYPES)}
 ODD_NAMES = {"region": "région/eu", "id": "row.id", "name": "Nachname-Ä", "qty": "qty#1",
              "price": "unit.price", "born": "born:on", "seen": "zuletzt_gesehen", "flag": "flag?",
              "ratio": "ratio%", "big": "big[0]", "blob": "blob$", "uid": "uid'x"}
+#: ``--ct-csv``: change-table exports (and the hand-off's) as CSV files, each with its header,
+#: NULL an empty field and an empty string ``""`` (the reader's default ``csv_null_value``), lines
+#: ended by ``\n`` or ``\r\n`` per file, values as SQL Server's text (as CES writes them).
+CT_CSV = {"on": False}
+#: ``--ces-avro``: each CES file lands as an Avro container (the seed's ChangeEvent schema) or as
+#: JSON lines, at random; the source reads both (``serialization: auto``).
+CES_AVRO = {"on": False}
 #: ``--composite-key``: the key is (region, id), region a text part that follows from id (so a key
 #: change of id changes both parts).
 COMPOSITE = {"on": False}
@@ -357,8 +368,27 @@ def _all_columns_mask() -> str:
     return "0x" + ((1 << n) - 1).to_bytes((n + 7) // 8, "big").hex().upper()
 
 
+CT_META = ["__$start_lsn", "__$end_lsn", "__$seqval", "__$operation", "__$update_mask", "__$command_id"]
+
+
+def _csv_field(v) -> str:
+    """One CSV field: NULL empty, text quoted when it must be (and always when empty)."""
+    if v is None:
+        return ""
+    v = str(v)
+    return '"' + v.replace('"', '""') + '"' if v == "" or any(ch in v for ch in ',"\r\n') else v
+
+
+def ct_csv_header() -> str:
+    return ",".join(map(_csv_field, CT_META + [COL[c] for c in columns()]))
+
+
 def cdc_ct(c: Change) -> list[str]:
     def row(op: int, image: dict, key: int, sub: int = 0) -> str:
+        if CT_CSV["on"]:
+            values = out_names(rendered("ces", {**image, **key_of(key)}))
+            return ",".join(map(_csv_field, ["0x" + commit_hex(c), None, "0x" + change_hex(c, sub), op,
+                                             _all_columns_mask(), 1, *(values[COL[k]] for k in columns())]))
         return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
                            "__$operation": op, "__$update_mask": _all_columns_mask(),
                            "__$command_id": 1, **out_names(rendered("cdc_ct", {**image, **key_of(key)}))})
@@ -498,6 +528,15 @@ def land(base: Path, producers: list[str], *, keys: int, changes: int, seed: int
     return config, landed
 
 
+def file_text(source: str, part: list[str], rng: random.Random) -> str:
+    """A landed file of ``source``'s records: JSON lines; with ``--ct-csv`` a change-table source's
+    CSV export, its header first, every line ended by ``\n`` or (a file in two) ``\r\n``."""
+    if CT_CSV["on"] and source in (SOURCES["cdc_ct"][0], HANDOFF[0]):
+        end = rng.choice(["\n", "\r\n"])
+        return end.join([ct_csv_header(), *part]) + end
+    return "\n".join(part) + "\n"
+
+
 def deliveries(lines: list[str], runs: int, rng: random.Random) -> list[list[list[str]]]:
     """``lines`` with ~20% delivered twice, shuffled, cut into ``runs`` runs of 1-3 files each."""
     sent = lines + [x for x in lines if rng.random() < 0.2]
@@ -525,7 +564,7 @@ def write_config(base: Path, only: set[str]) -> Path:
             continue
         landing = base / "landing" / source
         landing.mkdir(parents=True, exist_ok=True)
-        opts = "    options: {serialization: json}\n" if producer == "ces" else ""
+        opts = f"    options: {{serialization: {'auto' if CES_AVRO['on'] else 'json'}}}\n" if producer == "ces" else ""
         fmt = "debezium" if producer == "debezium_tx" else producer
         sources += f"  {source}:\n    format: {fmt}\n    landing: {landing}\n{opts}"
         body = f"name: {table}\nsource: {source}\ntable: dbo.hist\n"
@@ -603,6 +642,12 @@ def main() -> int:
                     help=f"add columns {', '.join(WIDE_TYPES)}: a date, datetime2, bit, float, bigint, varbinary, uniqueidentifier")
     ap.add_argument("--debezium-schema", action="store_true",
                     help="Debezium events in the JSON converter's schema envelope, their columns discovered from it")
+    ap.add_argument("--nasty-text", action="store_true",
+                    help="names with quotes, commas, line breaks, tabs, emoji, 'NULL', empty text and the like")
+    ap.add_argument("--ct-csv", action="store_true",
+                    help="change-table exports (and the hand-off's) as CSV files instead of JSON lines")
+    ap.add_argument("--ces-avro", action="store_true",
+                    help="CES files land as Avro containers or JSON lines, at random (serialization: auto)")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
                     help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
@@ -612,6 +657,10 @@ def main() -> int:
     if args.wide_types:
         COLUMNS.extend(WIDE_TYPES)
     DBZ_SCHEMA["on"] = args.debezium_schema
+    CT_CSV["on"] = args.ct_csv
+    CES_AVRO["on"] = args.ces_avro
+    if args.nasty_text:
+        NAMES.extend(NASTY_NAMES)
     only = set(args.only.split(","))
     base = args.folder.resolve()
     shutil.rmtree(base, ignore_errors=True)
@@ -636,8 +685,12 @@ def main() -> int:
             sent = plans[producer] if producer == "handoff" else [plans[producer]]
             for (source, pattern), plan in zip(places, sent):
                 for f, part in enumerate(plan[r]):
-                    if part:
-                        (base / "landing" / source / pattern.format(r=r, f=f)).write_text("\n".join(part) + "\n")
+                    if part and CES_AVRO["on"] and source == SOURCES["ces"][0] and rng.random() < 0.5:
+                        land_avro(base / "landing" / source, pattern.format(r=r, f=f).replace(".json", ".avro"),
+                                  [json.loads(x) for x in part])
+                    elif part:
+                        name = pattern.format(r=r, f=f).replace(".jsonl", ".csv" if CT_CSV["on"] else ".jsonl")
+                        (base / "landing" / source / name).write_bytes(file_text(source, part, rng).encode())
         res = subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(base / "warehouse")],
                              capture_output=True, text=True, timeout=3600)
         print(f"run {r + 1}/{args.runs}: exit {res.returncode}")

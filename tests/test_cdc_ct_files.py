@@ -194,6 +194,32 @@ def test_a_multi_line_value_and_quotes_inside_values_still_read(spark, tmp_path)
         "would have been read as one value: they are read line by line instead"]
 
 
+
+
+def test_a_windows_export_keeps_line_breaks_inside_values_and_tells_empty_text_from_null(spark, tmp_path):
+    """Lines ended by CRLF (as Windows tools write them), values holding CRLF, a lone CR and LF:
+    each value reads back as it was (the reader used to turn a value's CRLF into LF and split at a
+    lone CR). A quoted empty value is empty text, an empty field NULL (``csv_null_value`` default)."""
+    notes = {7: "crlf\r\ninside", 8: "lone\rcr", 9: "lf\ninside", 10: "", 11: None, 12: "ends with cr\r"}
+    rows = [row(n + 1, 2, 2, n, "c", notes=v) for n, v in notes.items()]
+
+    def field(v: str | None) -> str:  # csv's writer writes '' and None alike
+        return "" if v is None else '"' + v.replace('"', '""') + '"' if v == "" or any(ch in v for ch in ',"\r\n') else v
+
+    with (tmp_path / "dbo_orders_CT.csv").open("w", newline="") as fh:
+        fh.write(",".join(HEADER) + "\r\n")
+        for r in rows:
+            fh.write(",".join(field(r[k]) for k in HEADER) + "\r\n")
+        # every field quoted (PowerShell's Export-Csv): a NULL amount is "", NULL in a decimal column
+        quote_all = {**row(14, 2, 2, 13, "c", notes="q"), "amount": None, "__$end_lsn": None}
+        fh.write(",".join('"' + (quote_all[k] or "") + '"' for k in HEADER) + "\r\n")
+        fh.write("\r\n")  # a blank line: not a record
+    _, decoded = decode_landing(spark, tmp_path)
+    assert quarantined(decoded) == []
+    got = {r.after.id: (r.after.notes, r.after.amount) for r in decoded.changes.collect()}
+    assert got == {**{k: (v, Decimal("1.00")) for k, v in notes.items()}, 13: ("q", None)}
+
+
 # --- Parquet: a schema per file -------------------------------------------------------------------
 
 

@@ -186,7 +186,8 @@ def _csv_header(path: str, sep: str) -> tuple[list[str] | None, str | None, str,
     quotes = blank = 0
     try:
         opener = gzip.open if path.lower().endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as fh:
+        # Lines end at "\n" only (a "\r" before it is stripped), as the Spark side reads them.
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as fh:
             for line in fh:
                 if not taken and line.rstrip("\r\n") == "":
                     blank += 1
@@ -260,6 +261,13 @@ def _regex_char(ch: str) -> str:
     return ch if ch.isalnum() else "\\" + ch
 
 
+#: What Spark's CSV parser gives for a quoted empty field (``""``), told apart from an empty field
+#: (NULL; Spark reads both as NULL when ``nullValue`` is empty): a change table's text column may
+#: hold empty text. The decoder reads it as NULL in any other column (an export quoting every
+#: field, as PowerShell's ``Export-Csv`` does, writes NULL as ``""``).
+_QUOTED_EMPTY = "\u0000sqlcdc:quoted-empty\u0000"
+
+
 def _csv_record_regex(sep: str) -> str:
     """One whole CSV record: fields split by ``sep``; a quoted field is ``"..."`` with ``""`` inside
     and may span lines; an unquoted one holds no line break and does not start with ``"``.
@@ -290,8 +298,13 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
     sep = str(source.options.get("csv_delimiter", ","))
     null_value = str(source.options.get("csv_null_value", ""))
     shape = _csv_record_regex(sep)
-    lines = landed_files_reader(spark).format("text").load([_spark_path(p) for p in paths]).select(
-        F.col("value").alias("_line"),
+    # Lines split at "\n" alone: a "\r" before it is the line's end (CRLF) where the record ends
+    # there, and part of the quoted value where it does not (a value holding "\r\n" or a lone "\r";
+    # Spark's default split at either would turn them into "\n" or split the line).
+    raw = landed_files_reader(spark).format("text").option("lineSep", "\n").load([_spark_path(p) for p in paths])
+    lines = raw.select(
+        F.regexp_replace("value", "\r\\z", "").alias("_line"),
+        F.col("value").alias("_raw"),
         F.col("_metadata.file_path").alias("source_file"),
         F.col("_metadata.file_modification_time").alias("ingest_time"),
         F.col("_metadata.file_block_start").alias("_block"),
@@ -300,12 +313,12 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
     in_file = Window.partitionBy("source_file").orderBy("_block", "_mid")
     n_quotes = F.length("_line") - F.length(F.regexp_replace("_line", '"', ""))
     lines = lines.select(
-        "_line", "source_file", "ingest_time", "_block", "_mid",
+        "_line", "_raw", "source_file", "ingest_time", "_block", "_mid",
         F.row_number().over(in_file).alias("_n"),
         (F.sum(n_quotes).over(in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)) % 2 == 0).alias("_end"),
     )
     lines = lines.select(
-        "_line", "source_file", "ingest_time", "_block", "_mid", "_n", "_end",
+        "_line", "_raw", "source_file", "ingest_time", "_block", "_mid", "_n", "_end",
         F.coalesce(F.lag("_end").over(in_file), F.lit(True)).alias("_starts"),  # the line begins a record
         F.coalesce(F.sum(F.col("_end").cast("int")).over(in_file.rowsBetween(Window.unboundedPreceding, -1)),
                    F.lit(0)).alias("_rec"),  # record `skip` is the header
@@ -320,10 +333,12 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
         ).alias("_why"),
     )
     records = lines.where(~one_line).groupBy("source_file", "_rec").agg(
-        F.sort_array(F.collect_list(F.struct("_n", "_line", "_end"))).alias("_lines"),
+        F.sort_array(F.collect_list(F.struct("_n", "_line", "_end", "_raw"))).alias("_lines"),
         F.max("ingest_time").alias("ingest_time"),
     )
-    text = F.array_join(F.transform("_lines", lambda x: x["_line"]), "\n")
+    # inside the record a line keeps its "\r" (the quoted value's), its last line ends the record
+    text = F.array_join(F.transform("_lines", lambda x, i: F.when(i == F.size("_lines") - 1, x["_line"])
+                                    .otherwise(x["_raw"])), "\n")
     records = records.select(
         "source_file", "ingest_time", "_lines", text.alias("_text"),
         F.element_at("_lines", -1)["_end"].alias("_closed"),
@@ -363,7 +378,8 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
     ddl = ", ".join(f"c{i} string" for i in range(len(header))) + ", _bad string"
     parsed = F.from_csv(
         F.col("_cand"), ddl,
-        {"sep": sep, "nullValue": null_value, "escape": '"', "mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_bad"},
+        {"sep": sep, "nullValue": null_value, "emptyValue": _QUOTED_EMPTY, "escape": '"', "mode": "PERMISSIVE",
+         "columnNameOfCorruptRecord": "_bad"},
     )
     cands = cands.select("source_file", "ingest_time", "_cand", "_n", "_why", F.when(F.col("_why").isNull(), parsed).alias("_p"))
     why = F.coalesce(
@@ -371,7 +387,11 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
         F.when(F.col("_p._bad").isNotNull(), F.format_string(
             "line %d: the record does not have the %d fields of the file's header", F.col("_n"), F.lit(len(header)))),
     )
-    row = F.struct(*[F.col(f"_p.c{i}").alias(name) for i, name in enumerate(header)], F.lit("csv").alias(WHOLE_ROW_HINT))
+    def value_of(i: int, name: str) -> Column:  # "" (quoted) is empty text, a metadata column's NULL
+        v = F.col(f"_p.c{i}")
+        return F.when(v == _QUOTED_EMPTY, F.lit(None if name in META_COLUMNS else "")).otherwise(v).alias(name)
+
+    row = F.struct(*[value_of(i, name) for i, name in enumerate(header)], F.lit("csv").alias(WHOLE_ROW_HINT))
     bad = F.struct(why.alias(UNREADABLE), F.col("_cand").alias(RAW_TEXT))
     value = F.when(why.isNull(), F.to_json(row, {"ignoreNullFields": "false"})).otherwise(
         F.to_json(bad, {"ignoreNullFields": "false"}))

@@ -94,10 +94,15 @@ STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
 
 
 def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column) -> Column:
-    """The configured columns' text, binary normalised to ``0x`` hex (kept as is when unreadable)."""
+    """The configured columns' text, binary normalised to ``0x`` hex (kept as is when unreadable).
+    A CSV row's empty text (a quoted ``""``) is NULL but in a text column: an export that quotes
+    every field writes NULL so, and a number or a date cannot be empty."""
+    csv_row = m[WHOLE_ROW_HINT].isNotNull()
     entries = []
     for c in columns:
         v = m[c.name]
+        if c.spark_type != "string" or c.encoding != "text" or c.json_value:
+            v = F.when(csv_row & (v == ""), F.lit(None)).otherwise(v)
         if c.encoding == "hex":
             h = binary_hex(v, prefer_base64)
             v = F.when(v.isNull(), v).when(h.isNotNull(), F.concat(F.lit("0x"), h)).otherwise(v)

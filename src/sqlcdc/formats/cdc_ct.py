@@ -451,7 +451,7 @@ class ChangeTables(Decoder):
         "column_ordinals": {"type": "object", "additionalProperties": {"type": "integer"},
                             "description": "(table) column -> ordinal in the change table, when not in order"},
         "csv_delimiter": {"type": "string", "description": "CSV field delimiter (default ',')"},
-        "csv_null_value": {"type": "string", "description": "CSV text that means NULL (default: empty)"},
+        "csv_null_value": {"type": "string", "description": "CSV text that means NULL (default: an empty field; a quoted empty field is empty text in a text column, NULL in any other)"},
         "binary_text": {"enum": ["hex", "base64"], "description": "how binary values without 0x are written"},
         "function": {"enum": ["all_changes", "net_changes"],
                      "description": "what the exports are: the change table or fn_cdc_get_all_changes (all_changes, the "
