@@ -22,7 +22,10 @@ events, both delivered the same way; its gold must equal the reference of the wh
 ``--composite-key`` keys every table on (region, id), a text and an int part. ``--wide-types`` adds
 a date, datetime2(6), bit, float, bigint, varbinary(16) and uniqueidentifier column (:data:`WIDE_TYPES`).
 ``--debezium-schema`` lands the Debezium events in the JSON converter's schema envelope and leaves
-their tables' columns to be discovered from it.
+their tables' columns to be discovered from it. ``--nasty-text`` adds names a writer must escape
+(quotes, commas, CR/LF, tabs, emoji, empty text, ``NULL``); ``--ct-export csv|parquet`` lands the
+change-table exports as CSV (each file its header, CRLF or LF) or typed Parquet; ``--ces-avro``
+lands CES files as Avro or JSON lines.
 
 A real run costs minutes on two cores, so this is a script, not part of ``make test``::
 
@@ -113,10 +116,12 @@ COL = {c: c for c in ("region", "id", *COLUMNS, *WIDE_TYPES)}
 ODD_NAMES = {"region": "région/eu", "id": "row.id", "name": "Nachname-Ä", "qty": "qty#1",
              "price": "unit.price", "born": "born:on", "seen": "zuletzt_gesehen", "flag": "flag?",
              "ratio": "ratio%", "big": "big[0]", "blob": "blob$", "uid": "uid'x"}
-#: ``--ct-csv``: change-table exports (and the hand-off's) as CSV files, each with its header,
-#: NULL an empty field and an empty string ``""`` (the reader's default ``csv_null_value``), lines
-#: ended by ``\n`` or ``\r\n`` per file, values as SQL Server's text (as CES writes them).
-CT_CSV = {"on": False}
+#: ``--ct-export``: how change-table exports (and the hand-off's) land: JSON lines (``FOR JSON``);
+#: ``csv``: each file its header, NULL an empty field and an empty string ``""`` (the reader's
+#: default ``csv_null_value``), lines ended by ``\n`` or ``\r\n`` per file, values as SQL Server's
+#: text (as CES writes them); ``parquet``: typed columns (LSNs and binary as bytes, a decimal, a
+#: date, a timestamp without zone), as pyarrow writes a change table read over ODBC.
+CT_EXPORT = {"as": "json"}
 #: ``--ces-avro``: each CES file lands as an Avro container (the seed's ChangeEvent schema) or as
 #: JSON lines, at random; the source reads both (``serialization: auto``).
 CES_AVRO = {"on": False}
@@ -385,7 +390,7 @@ def ct_csv_header() -> str:
 
 def cdc_ct(c: Change) -> list[str]:
     def row(op: int, image: dict, key: int, sub: int = 0) -> str:
-        if CT_CSV["on"]:
+        if CT_EXPORT["as"] == "csv":
             values = out_names(rendered("ces", {**image, **key_of(key)}))
             return ",".join(map(_csv_field, ["0x" + commit_hex(c), None, "0x" + change_hex(c, sub), op,
                                              _all_columns_mask(), 1, *(values[COL[k]] for k in columns())]))
@@ -531,10 +536,32 @@ def land(base: Path, producers: list[str], *, keys: int, changes: int, seed: int
 def file_text(source: str, part: list[str], rng: random.Random) -> str:
     """A landed file of ``source``'s records: JSON lines; with ``--ct-csv`` a change-table source's
     CSV export, its header first, every line ended by ``\n`` or (a file in two) ``\r\n``."""
-    if CT_CSV["on"] and source in (SOURCES["cdc_ct"][0], HANDOFF[0]):
+    if CT_EXPORT["as"] == "csv" and source in (SOURCES["cdc_ct"][0], HANDOFF[0]):
         end = rng.choice(["\n", "\r\n"])
         return end.join([ct_csv_header(), *part]) + end
     return "\n".join(part) + "\n"
+
+
+def write_ct_parquet(path: Path, part: list[str]) -> None:
+    """Change-table rows (JSON lines as :func:`cdc_ct` renders them) as one typed Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "decimal(10,2)": pa.decimal128(10, 2),
+             "date": pa.date32(), "datetime2(6)": pa.timestamp("us"), "bit": pa.bool_(), "float": pa.float64(),
+             "varbinary(16)": pa.binary(), "uniqueidentifier": pa.string(), "nvarchar(10)": pa.string()}
+    binary = lambda v: None if v is None else bytes.fromhex(v[2:])  # noqa: E731
+    convert = {pa.binary(): binary, pa.decimal128(10, 2): lambda v: None if v is None else Decimal(str(v)),
+               pa.date32(): lambda v: None if v is None else date.fromisoformat(v),
+               pa.timestamp("us"): lambda v: None if v is None else datetime.fromisoformat(v)}
+    fields = [pa.field("__$start_lsn", pa.binary()), pa.field("__$end_lsn", pa.binary()),
+              pa.field("__$seqval", pa.binary()), pa.field("__$operation", pa.int32()),
+              pa.field("__$update_mask", pa.binary()), pa.field("__$command_id", pa.int32())]
+    fields += [pa.field(COL[c], arrow[types_of(c)[0]]) for c in columns()]
+    rows = [json.loads(x) for x in part]
+    table = pa.table({f.name: pa.array([convert.get(f.type, lambda v: v)(r[f.name]) for r in rows], f.type)
+                      for f in fields})
+    pq.write_table(table, path)
 
 
 def deliveries(lines: list[str], runs: int, rng: random.Random) -> list[list[list[str]]]:
@@ -644,8 +671,8 @@ def main() -> int:
                     help="Debezium events in the JSON converter's schema envelope, their columns discovered from it")
     ap.add_argument("--nasty-text", action="store_true",
                     help="names with quotes, commas, line breaks, tabs, emoji, 'NULL', empty text and the like")
-    ap.add_argument("--ct-csv", action="store_true",
-                    help="change-table exports (and the hand-off's) as CSV files instead of JSON lines")
+    ap.add_argument("--ct-export", choices=("json", "csv", "parquet"), default="json",
+                    help="how change-table exports (and the hand-off's) land: JSON lines, CSV or typed Parquet")
     ap.add_argument("--ces-avro", action="store_true",
                     help="CES files land as Avro containers or JSON lines, at random (serialization: auto)")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
@@ -657,7 +684,7 @@ def main() -> int:
     if args.wide_types:
         COLUMNS.extend(WIDE_TYPES)
     DBZ_SCHEMA["on"] = args.debezium_schema
-    CT_CSV["on"] = args.ct_csv
+    CT_EXPORT["as"] = args.ct_export
     CES_AVRO["on"] = args.ces_avro
     if args.nasty_text:
         NAMES.extend(NASTY_NAMES)
@@ -688,8 +715,10 @@ def main() -> int:
                     if part and CES_AVRO["on"] and source == SOURCES["ces"][0] and rng.random() < 0.5:
                         land_avro(base / "landing" / source, pattern.format(r=r, f=f).replace(".json", ".avro"),
                                   [json.loads(x) for x in part])
+                    elif part and CT_EXPORT["as"] == "parquet" and source in (SOURCES["cdc_ct"][0], ct):
+                        write_ct_parquet(base / "landing" / source / pattern.format(r=r, f=f).replace(".jsonl", ".parquet"), part)
                     elif part:
-                        name = pattern.format(r=r, f=f).replace(".jsonl", ".csv" if CT_CSV["on"] else ".jsonl")
+                        name = pattern.format(r=r, f=f).replace(".jsonl", "." + CT_EXPORT["as"].replace("json", "jsonl"))
                         (base / "landing" / source / name).write_bytes(file_text(source, part, rng).encode())
         res = subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(base / "warehouse")],
                              capture_output=True, text=True, timeout=3600)
