@@ -25,7 +25,8 @@ a date, datetime2(6), bit, float, bigint, varbinary(16) and uniqueidentifier col
 their tables' columns to be discovered from it. ``--nasty-text`` adds names a writer must escape
 (quotes, commas, CR/LF, tabs, emoji, empty text, ``NULL``); ``--ct-export csv|parquet`` lands the
 change-table exports as CSV (each file its header, CRLF or LF) or typed Parquet; ``--ces-avro``
-lands CES files as Avro or JSON lines.
+lands CES files as Avro or JSON lines. ``--snapshot`` lands the first transactions of inserts as
+Debezium snapshot reads and Qlik full-load REFRESH records.
 
 A real run costs minutes on two cores, so this is a script, not part of ``make test``::
 
@@ -125,6 +126,12 @@ CT_EXPORT = {"as": "json"}
 #: ``--ces-avro``: each CES file lands as an Avro container (the seed's ChangeEvent schema) or as
 #: JSON lines, at random; the source reads both (``serialization: auto``).
 CES_AVRO = {"on": False}
+#: ``--snapshot``: the history's first transactions of inserts alone are an initial load: Debezium
+#: snapshot reads (op ``r``, no ``change_lsn``, the snapshot's ``commit_lsn``, no transaction block),
+#: Qlik full-load REFRESH records (no ``changeSequence``, as the seed's fixture); CES and change
+#: tables have no initial load and render them as inserts. ``txs``: the current history's such
+#: transactions (set by :func:`records`).
+SNAPSHOT = {"on": False, "txs": frozenset()}
 #: ``--composite-key``: the key is (region, id), region a text part that follows from id (so a key
 #: change of id changes both parts).
 COMPOSITE = {"on": False}
@@ -298,6 +305,9 @@ def debezium(c: Change) -> list[str]:
                                               .replace('"event_serial_no": 1', '"event_serial_no": 2')
                                               .replace('"event_serial_no":1', '"event_serial_no":2') for x in debezium(i)]
     op = {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}[c.op]
+    snap = c.tx in SNAPSHOT["txs"]
+    if snap:  # a snapshot read: ordered before every streamed change by its op, not an LSN of its own
+        op, last = "r", max(SNAPSHOT["txs"])
     # Compact and UTF-8, as Debezium's JsonConverter writes (the fast path's canonical form,
     # docs/fast-path.md); one transaction in five spaced and ASCII-escaped, as a re-serialising
     # tool might land it (the strict decode's, with the same rows).
@@ -306,7 +316,11 @@ def debezium(c: Change) -> list[str]:
         "before": image(c.before, c.before_key), "after": image(c.after, c.key), "op": op, "ts_ms": 1700000000000 + c.tx,
         "source": {"version": "2.7.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1700000000000 + c.tx,
                    "snapshot": "false", "db": "testDB", "schema": "dbo", "table": "hist",
-                   "change_lsn": dbz_lsn(change_hex(c)), "commit_lsn": dbz_lsn(commit_hex(c)), "event_serial_no": 1},
+                   "change_lsn": dbz_lsn(change_hex(c)), "commit_lsn": dbz_lsn(commit_hex(c)), "event_serial_no": 1}
+        if not snap else {"version": "2.7.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1700000000000,
+                          "snapshot": "last" if c.tx == last else "true", "db": "testDB", "schema": "dbo", "table": "hist",
+                          "change_lsn": None, "commit_lsn": dbz_lsn(commit_hex(dataclasses.replace(c, tx=last))),
+                          "event_serial_no": None},
     }, separators=(", ", ": ") if spaced else (",", ":"), ensure_ascii=spaced)
     # Kafka's log compaction tombstone after a delete (landed as the line "null"): skipped by definition
     return [event, "null"] if c.op == "DELETE" and c.form < 0.5 else [event]
@@ -352,12 +366,17 @@ def debezium_with_metadata(changes: list[Change], rng: random.Random) -> tuple[d
                 events.setdefault(c.tx, []).append(line)
                 continue
             doc = json.loads(line)
+            if c.tx in SNAPSHOT["txs"]:  # a snapshot read: no transaction
+                events.setdefault(c.tx, []).append(line)
+                continue
             n = sum(1 for x in events.get(c.tx, []) if x != "null") + 1
             order = str(n) if rng.random() < 0.5 else n
             doc["transaction"] = {"id": doc["source"]["commit_lsn"], "total_order": order, "data_collection_order": order}
             events.setdefault(c.tx, []).append(json.dumps(doc))
     bounds: dict[int, list[str]] = {}
     for tx, lines in events.items():
+        if tx in SNAPSHOT["txs"]:
+            continue
         tid, n = json.loads(next(x for x in lines if x != "null"))["transaction"]["id"], sum(x != "null" for x in lines)
         begin = {"status": "BEGIN", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": None, "data_collections": None}
         end = {"status": "END", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": n,
@@ -457,6 +476,9 @@ def qlik(c: Change, last_of_tx: bool) -> list[str]:
     headers = {"operation": c.op, "changeSequence": f"20250101{c.tx * 1000 + c.pos:027d}",
                "timestamp": "2025-01-01T10:00:01.000", "transactionId": f"T{c.tx}",
                "transactionEventCounter": c.pos, "transactionLastEvent": last_of_tx}
+    if c.tx in SNAPSHOT["txs"]:  # a full-load record, as the seed's fixture 02_full_load.jsonl
+        headers = {"operation": "REFRESH", "changeSequence": "", "timestamp": "", "streamPosition": "",
+                   "transactionId": "", "transactionEventCounter": 0, "transactionLastEvent": True}
     before = image(c.before, c.before_key) if c.op == "UPDATE" else None
     if c.form < 0.5:  # the atMSG envelope, routed by the metadata's schemaId
         return [json.dumps({"magic": "atMSG", "type": "DT", "headers": None, "messageSchemaId": None,
@@ -465,7 +487,22 @@ def qlik(c: Change, last_of_tx: bool) -> list[str]:
     return [json.dumps({"schema": "dbo", "table": "hist", "data": data, "beforeData": before, "headers": headers})]
 
 
-def records(producer: str, changes: list[Change], rng: random.Random) -> list[str]:
+def snapshot_txs(changes: list[Change]) -> frozenset[int]:
+    """The first transactions made of inserts alone (each key once: keys start absent)."""
+    txs: set[int] = set()
+    for c in changes:
+        if c.op != "INSERT" or c.old_key is not None:
+            break
+        txs.add(c.tx)
+    txs.discard(next((c.tx for c in changes if c.op != "INSERT" or c.old_key is not None), None))
+    return frozenset(txs)
+
+
+def records(producer: str, changes: list[Change], rng: random.Random, *, initial_load: bool = True) -> list[str]:
+    """``changes`` in ``producer``'s format; ``initial_load``: with ``--snapshot``, the first
+    transactions of inserts as its initial load (a hand-off's Debezium part, from a later commit on, has none)."""
+    on = SNAPSHOT["on"] and initial_load and producer.startswith(("debezium", "qlik"))
+    SNAPSHOT["txs"] = snapshot_txs(changes) if on else frozenset()
     last = {}
     for c in changes:
         last[c.tx] = max(last.get(c.tx, 0), c.pos)
@@ -510,7 +547,7 @@ def handoff_records(changes: list[Change], rng: random.Random) -> tuple[list[str
     txs = sorted({c.tx for c in changes})
     w, x = txs[len(txs) * 35 // 100], txs[len(txs) * 65 // 100]
     return (records("cdc_ct", [c for c in changes if c.tx <= x], rng),
-            records("debezium", [c for c in changes if c.tx >= w], rng))
+            records("debezium", [c for c in changes if c.tx >= w], rng, initial_load=False))
 
 
 def land(base: Path, producers: list[str], *, keys: int, changes: int, seed: int,
@@ -675,6 +712,8 @@ def main() -> int:
                     help="how change-table exports (and the hand-off's) land: JSON lines, CSV or typed Parquet")
     ap.add_argument("--ces-avro", action="store_true",
                     help="CES files land as Avro containers or JSON lines, at random (serialization: auto)")
+    ap.add_argument("--snapshot", action="store_true",
+                    help="the first transactions of inserts land as Debezium snapshot reads and Qlik full-load REFRESH records")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
                     help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
@@ -685,6 +724,7 @@ def main() -> int:
         COLUMNS.extend(WIDE_TYPES)
     DBZ_SCHEMA["on"] = args.debezium_schema
     CT_EXPORT["as"] = args.ct_export
+    SNAPSHOT["on"] = args.snapshot
     CES_AVRO["on"] = args.ces_avro
     if args.nasty_text:
         NAMES.extend(NASTY_NAMES)
