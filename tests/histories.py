@@ -24,9 +24,9 @@ a date, datetime2(6), bit, float, bigint, varbinary(16) and uniqueidentifier col
 ``--debezium-schema`` lands the Debezium events in the JSON converter's schema envelope and leaves
 their tables' columns to be discovered from it. ``--nasty-text`` adds names a writer must escape
 (quotes, commas, CR/LF, tabs, emoji, empty text, ``NULL``); ``--ct-export csv|parquet`` lands the
-change-table exports as CSV (each file its header, CRLF or LF) or typed Parquet; ``--ces-avro``
-lands CES files as Avro or JSON lines. ``--snapshot`` lands the first transactions of inserts as
-Debezium snapshot reads and Qlik full-load REFRESH records.
+change-table exports as CSV (each file its header, CRLF or LF; ``--csv-sep`` its delimiter) or
+typed Parquet; ``--ces-avro`` lands CES files as Avro or JSON lines. ``--snapshot`` lands the first
+transactions of inserts as Debezium snapshot reads and Qlik full-load REFRESH records.
 
 A real run costs minutes on two cores, so this is a script, not part of ``make test``::
 
@@ -122,7 +122,7 @@ ODD_NAMES = {"region": "région/eu", "id": "row.id", "name": "Nachname-Ä", "qty
 #: default ``csv_null_value``), lines ended by ``\n`` or ``\r\n`` per file, values as SQL Server's
 #: text (as CES writes them); ``parquet``: typed columns (LSNs and binary as bytes, a decimal, a
 #: date, a timestamp without zone), as pyarrow writes a change table read over ODBC.
-CT_EXPORT = {"as": "json"}
+CT_EXPORT = {"as": "json", "sep": ","}
 #: ``--ces-avro``: each CES file lands as an Avro container (the seed's ChangeEvent schema) or as
 #: JSON lines, at random; the source reads both (``serialization: auto``).
 CES_AVRO = {"on": False}
@@ -400,18 +400,18 @@ def _csv_field(v) -> str:
     if v is None:
         return ""
     v = str(v)
-    return '"' + v.replace('"', '""') + '"' if v == "" or any(ch in v for ch in ',"\r\n') else v
+    return '"' + v.replace('"', '""') + '"' if v == "" or any(ch in v for ch in '"\r\n' + CT_EXPORT["sep"]) else v
 
 
 def ct_csv_header() -> str:
-    return ",".join(map(_csv_field, CT_META + [COL[c] for c in columns()]))
+    return CT_EXPORT["sep"].join(map(_csv_field, CT_META + [COL[c] for c in columns()]))
 
 
 def cdc_ct(c: Change) -> list[str]:
     def row(op: int, image: dict, key: int, sub: int = 0) -> str:
         if CT_EXPORT["as"] == "csv":
             values = out_names(rendered("ces", {**image, **key_of(key)}))
-            return ",".join(map(_csv_field, ["0x" + commit_hex(c), None, "0x" + change_hex(c, sub), op,
+            return CT_EXPORT["sep"].join(map(_csv_field, ["0x" + commit_hex(c), None, "0x" + change_hex(c, sub), op,
                                              _all_columns_mask(), 1, *(values[COL[k]] for k in columns())]))
         return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
                            "__$operation": op, "__$update_mask": _all_columns_mask(),
@@ -620,6 +620,11 @@ def _keys_and_columns(producer: str) -> str:
             + "".join(f"  - {{name: {json.dumps(COL[c])}, type: '{types_of(c, producer)[0]}'}}\n" for c in columns()))
 
 
+def ct_options() -> str:
+    """A change-table source's ``options:`` (``--csv-sep``: its CSV delimiter)."""
+    return f"    options: {{csv_delimiter: {json.dumps(CT_EXPORT['sep'])}}}\n" if CT_EXPORT["sep"] != "," else ""
+
+
 def write_config(base: Path, only: set[str]) -> Path:
     (base / "config" / "tables").mkdir(parents=True, exist_ok=True)
     sources = ""
@@ -629,6 +634,7 @@ def write_config(base: Path, only: set[str]) -> Path:
         landing = base / "landing" / source
         landing.mkdir(parents=True, exist_ok=True)
         opts = f"    options: {{serialization: {'auto' if CES_AVRO['on'] else 'json'}}}\n" if producer == "ces" else ""
+        opts += ct_options() if producer == "cdc_ct" else ""
         fmt = "debezium" if producer == "debezium_tx" else producer
         sources += f"  {source}:\n    format: {fmt}\n    landing: {landing}\n{opts}"
         body = f"name: {table}\nsource: {source}\ntable: dbo.hist\n"
@@ -642,7 +648,8 @@ def write_config(base: Path, only: set[str]) -> Path:
     ct, dbz, table, _, _ = HANDOFF
     for source, producer in ((ct, "cdc_ct"), (dbz, "debezium")) if "handoff" in only else ():
         (base / "landing" / source).mkdir(parents=True, exist_ok=True)
-        sources += f"  {source}:\n    format: {producer}\n    landing: {base / 'landing' / source}\n"
+        sources += (f"  {source}:\n    format: {producer}\n    landing: {base / 'landing' / source}\n"
+                    + (ct_options() if producer == "cdc_ct" else ""))
     if "handoff" in only:
         (base / "config" / "tables" / f"{table}.yml").write_text(
             f"name: {table}\nsources: [{ct}, {dbz}]\ntable: dbo.hist\n" + _keys_and_columns("cdc_ct"))
@@ -712,6 +719,8 @@ def main() -> int:
                     help="how change-table exports (and the hand-off's) land: JSON lines, CSV or typed Parquet")
     ap.add_argument("--ces-avro", action="store_true",
                     help="CES files land as Avro containers or JSON lines, at random (serialization: auto)")
+    ap.add_argument("--csv-sep", choices=(",", ";", "tab", "|"), default=",",
+                    help="the CSV exports' delimiter (with --ct-export csv; the sources' csv_delimiter)")
     ap.add_argument("--snapshot", action="store_true",
                     help="the first transactions of inserts land as Debezium snapshot reads and Qlik full-load REFRESH records")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
@@ -725,6 +734,7 @@ def main() -> int:
     DBZ_SCHEMA["on"] = args.debezium_schema
     CT_EXPORT["as"] = args.ct_export
     SNAPSHOT["on"] = args.snapshot
+    CT_EXPORT["sep"] = "\t" if args.csv_sep == "tab" else args.csv_sep
     CES_AVRO["on"] = args.ces_avro
     if args.nasty_text:
         NAMES.extend(NASTY_NAMES)
