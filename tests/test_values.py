@@ -96,3 +96,29 @@ def test_datetimeoffset_text_needs_its_offset(spark):
                              "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("v")).collect()}
     want = {k: v.strftime("%Y-%m-%d %H:%M:%S.%f") if v else None for k, v in cases.items()}
     assert got == want
+
+
+def test_a_time_of_day_has_one_spelling_from_every_producer(spark):
+    """16:45:01.1234567 of a time(7) column, as each producer writes it, reaches silver as the same
+    text: Debezium's Time (ms), MicroTime, NanoTime, and SQL Server's text (CES, change tables, Qlik's
+    TIME) with 7, 3 or no fractional digits -- the 7th digit floored, as datetime2(7)'s is."""
+    from sqlcdc.formats import _qlik_types, _sqlserver, debezium
+
+    def dbz(logical: str) -> ColumnSpec:
+        return debezium.spec_from_connect_field({"field": "t", "type": "int64", "name": f"io.debezium.time.{logical}"})
+
+    cases = [  # (spec, raw, want)
+        (dbz("NanoTime"), "60301123456700", "16:45:01.123456"),
+        (dbz("MicroTime"), "60301123456", "16:45:01.123456"),
+        (dbz("Time"), "60301123", "16:45:01.123000"),
+        (_sqlserver.spec_for_sql_type("t", "time(7)"), "16:45:01.1234567", "16:45:01.123456"),
+        (_sqlserver.spec_for_sql_type("t", "time(3)"), "16:45:01.123", "16:45:01.123000"),
+        (_sqlserver.spec_for_sql_type("t", "time(0)"), "16:45:01", "16:45:01.000000"),
+        (_sqlserver.spec_for_sql_type("t", "time"), "16:45", "16:45:00.000000"),
+        (_qlik_types.spec_for("t", "TIME"), "16:45:01.123456", "16:45:01.123456"),
+        (_sqlserver.spec_for_sql_type("t", "time(7)"), "24:00:00", None),
+    ]
+    df = spark.createDataFrame([(i, raw) for i, (_, raw, _) in enumerate(cases)], "i int, raw string")
+    (row,) = df.groupBy().agg(*[F.max(F.when(F.col("i") == i, typed_value(F.col("raw"), spec))).alias(f"v{i}")
+                               for i, (spec, _, _) in enumerate(cases)]).collect()
+    assert list(row) == [want for _, _, want in cases]

@@ -22,7 +22,7 @@ Encodings (``ColumnSpec.encoding``):
 ``nanos_of_day``    ns since midnight (``NanoTime``)
 ==================  ========================================================================
 
-Times of day become ``string`` (``HH:mm:ss.SSSSSS``): Delta 4.4 has no TIME type.
+Times of day become ``string`` ``HH:mm:ss.SSSSSS`` from every producer (no TIME type in Delta 4.4).
 
 Data never raises (Spark 4 runs with ANSI mode on: every conversion here is a ``try_``-style
 expression, range-checked before any arithmetic that could overflow), and nothing is silently
@@ -289,6 +289,10 @@ def _convert(raw: Column, spec: ColumnSpec) -> Column:
             return F.when(low.isin("true", "1"), F.lit(True)).when(low.isin("false", "0"), F.lit(False))
         if _decimal_type(t):
             return _exact_decimal(raw, t)
+        if _source_base(spec) == "time" and t.lower() == "string":  # one spelling: Debezium's, 7th digit floored
+            secs = F.coalesce(F.nullif(F.substring(raw, 7, 2), F.lit("")), F.lit("00"))
+            frac = F.rpad(F.substring(F.regexp_extract(raw, r"\.([0-9]+)$", 1), 1, 6), 6, "0")
+            return F.when(raw.rlike(_STRING_SHAPE["time"][0]), F.concat(F.substring(raw, 1, 5), F.lit(":"), secs, F.lit("."), frac))
         shape = _TEMPORAL_TEXT.get(_base_type(t))
         if shape is not None:
             return F.when(raw.rlike(shape[0]), raw.try_cast(t))
@@ -384,7 +388,7 @@ def _problem(raw: Column, spec: ColumnSpec) -> Column:
                      F.lit("text holds U+FFFD: invalid UTF-8 (or a lone surrogate) was replaced when read"))
         shape = _STRING_SHAPE.get(_source_base(spec))
         if shape is not None:
-            out = F.coalesce(out, F.when(~converted.rlike(shape[0]), F.lit(shape[1])))
+            out = F.coalesce(out, F.when(~raw.rlike(shape[0]), F.lit(shape[1])))
     if unsigned is not None:
         out = F.coalesce(out, F.when(converted.isNotNull() & ~domain, F.lit(f"outside 0..{unsigned} for {spec.source_type}")))
     return out

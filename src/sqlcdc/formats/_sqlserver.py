@@ -28,7 +28,7 @@ _SIMPLE: dict[str, tuple[str, str]] = {
     "smallmoney": ("decimal(10,4)", "text"),
     "real": ("float", "text"),
     "date": ("date", "text"),
-    "time": ("string", "text"),  # Delta has no TIME type: kept as SQL Server's text
+    "time": ("string", "text"),  # Delta has no TIME type: text HH:mm:ss.SSSSSS (sqlcdc.values)
     "datetime": ("timestamp_ntz", "text"),
     "datetime2": ("timestamp_ntz", "text"),
     "smalldatetime": ("timestamp_ntz", "text"),

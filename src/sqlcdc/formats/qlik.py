@@ -82,7 +82,7 @@ Types (:func:`spec_for`)
     INT1/2/4/8 -> tinyint/smallint/int/bigint; UINT1/2/4 -> smallint/int/bigint; UINT8 ->
     decimal(20,0); NUMERIC(p,s) -> decimal(p,s) (p > 38 -> string, so no digit is lost); REAL4/8 ->
     float/double; STRING/WSTRING -> string; CLOB/NCLOB -> string (LOB); DATE -> date; TIME ->
-    string ``HH:MM:SS`` (Delta has no TIME); DATETIME -> timestamp_ntz (Replicate's DATETIME has no
+    string ``HH:mm:ss.SSSSSS`` (Delta has no TIME; as every producer's); DATETIME -> timestamp_ntz (Replicate's DATETIME has no
     zone; fractions beyond microseconds are truncated); BOOLEAN -> boolean; BYTES/BLOB -> binary
     from hex digits (Replicate's JSON spelling of binary). An unknown type name is kept as string.
 
