@@ -20,7 +20,8 @@ events, both delivered the same way; its gold must equal the reference of the wh
 ``--odd-names`` names the columns as SQL Server allows and Delta stores but SQL tools must quote
 (``row.id`` as the key, ``unit.price``, ``Nachname-Ä``, ``qty#1``; Qlik upper-cases them).
 ``--composite-key`` keys every table on (region, id), a text and an int part. ``--wide-types`` adds
-a date, datetime2(6), bit, float, bigint, varbinary(16) and uniqueidentifier column (:data:`WIDE_TYPES`).
+a date, datetime2(6), bit, float, bigint, varbinary(16), uniqueidentifier and time(7) column
+(:data:`WIDE_TYPES`).
 ``--debezium-schema`` lands the Debezium events in the JSON converter's schema envelope and leaves
 their tables' columns to be discovered from it. ``--nasty-text`` adds names a writer must escape
 (quotes, commas, CR/LF, tabs, emoji, empty text, ``NULL``); ``--ct-export csv|parquet`` lands the
@@ -86,6 +87,7 @@ WIDE_TYPES = {
     "big": (("int64", "bigint"), "bigint", {"type": "INT8"}),
     "blob": (("bytes", "varbinary(16)"), "varbinary(16)", {"type": "BYTES", "length": 16}),
     "uid": (("io.debezium.data.Uuid", "uniqueidentifier"), "uniqueidentifier", {"type": "STRING", "length": 36}),
+    "tod": (("io.debezium.time.NanoTime", "time(7)"), "time(7)", {"type": "TIME"}),
 }
 WIDE_VALUES = {
     "born": [None, date(2024, 2, 29), date(1, 1, 1), date(9999, 12, 31), date(1969, 12, 31)],
@@ -96,6 +98,7 @@ WIDE_VALUES = {
     "big": [None, -2**63, 2**63 - 1, 0],
     "blob": [None, b"", b"\x00\xff", bytes(range(16))],
     "uid": [None, "6F9619FF-8B86-D011-B42D-00C04FC964FF"],
+    "tod": [None, "00:00:00.0000000", "23:59:59.9999999", "16:45:01.1234567", "12:00:00.5000000"],  # SQL Server's text
 }
 _EPOCH = datetime(1970, 1, 1)
 #: ``--debezium-schema``: Debezium events in the JSON converter's schema envelope
@@ -109,14 +112,14 @@ CONNECT_FIELDS = {
     "born": {"type": "int32", "name": "io.debezium.time.Date", "version": 1},
     "seen": {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "version": 1},
     "flag": {"type": "boolean"}, "ratio": {"type": "double"}, "big": {"type": "int64"}, "blob": {"type": "bytes"},
-    "uid": {"type": "string"},
+    "uid": {"type": "string"}, "tod": {"type": "int64", "name": "io.debezium.time.NanoTime", "version": 1},
 }
 #: The history's column -> the name the producers write and gold holds (``--odd-names``: names
 #: Delta can store that SQL tools must quote; Qlik writes them upper-cased).
 COL = {c: c for c in ("region", "id", *COLUMNS, *WIDE_TYPES)}
 ODD_NAMES = {"region": "région/eu", "id": "row.id", "name": "Nachname-Ä", "qty": "qty#1",
              "price": "unit.price", "born": "born:on", "seen": "zuletzt_gesehen", "flag": "flag?",
-             "ratio": "ratio%", "big": "big[0]", "blob": "blob$", "uid": "uid'x"}
+             "ratio": "ratio%", "big": "big[0]", "blob": "blob$", "uid": "uid'x", "tod": "Uhrzeit~"}
 #: ``--ct-export``: how change-table exports (and the hand-off's) land: JSON lines (``FOR JSON``);
 #: ``csv``: each file its header, NULL an empty field and an empty string ``""`` (the reader's
 #: default ``csv_null_value``), lines ended by ``\n`` or ``\r\n`` per file, values as SQL Server's
@@ -174,6 +177,8 @@ def rendered(producer: str, row: dict) -> dict:
     def one(c, v):
         if v is None:
             return None
+        if c == "tod" and producer == "debezium":  # NanoTime: nanoseconds since midnight
+            return sum(int(x) * m for x, m in zip(v[:8].split(":"), (3600, 60, 1))) * 10**9 + int(v[9:]) * 100
         if c == "price" and producer == "debezium":
             return _b64_decimal(v)
         if isinstance(v, datetime):
@@ -586,7 +591,8 @@ def write_ct_parquet(path: Path, part: list[str]) -> None:
 
     arrow = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "decimal(10,2)": pa.decimal128(10, 2),
              "date": pa.date32(), "datetime2(6)": pa.timestamp("us"), "bit": pa.bool_(), "float": pa.float64(),
-             "varbinary(16)": pa.binary(), "uniqueidentifier": pa.string(), "nvarchar(10)": pa.string()}
+             "varbinary(16)": pa.binary(), "uniqueidentifier": pa.string(), "nvarchar(10)": pa.string(),
+             "time(7)": pa.string()}  # Spark reads no Parquet TIME: an export writes it as text
     binary = lambda v: None if v is None else bytes.fromhex(v[2:])  # noqa: E731
     convert = {pa.binary(): binary, pa.decimal128(10, 2): lambda v: None if v is None else Decimal(str(v)),
                pa.date32(): lambda v: None if v is None else date.fromisoformat(v),
@@ -660,11 +666,16 @@ def write_config(base: Path, only: set[str]) -> Path:
 # --- the check -------------------------------------------------------------------------------------
 
 
+def silver_values(row: dict) -> dict:
+    """``row`` as silver holds it: a time of day ``HH:mm:ss.SSSSSS``, its 7th digit floored."""
+    return {k: v[:15] if k == "tod" and v is not None else v for k, v in row.items()}
+
+
 def expected(changes: list[Change]) -> tuple[list[tuple], dict[int, list[tuple]]]:
     """By the reference model: SCD1 rows ``(id, name, qty, price, ...)``, and per key its SCD2
     versions ``(name, qty, price, ..., closed)`` in commit order (the columns of :data:`COLUMNS`)."""
     events = [{"op": "DELETE" if c.op == "DELETE" else "UPSERT", "seq": (c.tx, c.pos),
-               "cid": f"{c.tx}.{c.pos}", "key": (c.key,), "values": c.after or {}, "provided": None}
+               "cid": f"{c.tx}.{c.pos}", "key": (c.key,), "values": silver_values(c.after or {}), "provided": None}
               for c in changes]
     events += [{"op": "DELETE", "seq": (c.tx, c.pos), "cid": f"{c.tx}.{c.pos}#old", "key": (c.old_key,),
                 "values": {}, "provided": None} for c in changes if c.old_key is not None]  # a key change
@@ -710,7 +721,7 @@ def main() -> int:
     ap.add_argument("--composite-key", action="store_true",
                     help="key every table on (region, id): a text and an int part")
     ap.add_argument("--wide-types", action="store_true",
-                    help=f"add columns {', '.join(WIDE_TYPES)}: a date, datetime2, bit, float, bigint, varbinary, uniqueidentifier")
+                    help=f"add columns {', '.join(WIDE_TYPES)}: a date, datetime2, bit, float, bigint, varbinary, uniqueidentifier, time")
     ap.add_argument("--debezium-schema", action="store_true",
                     help="Debezium events in the JSON converter's schema envelope, their columns discovered from it")
     ap.add_argument("--nasty-text", action="store_true",
