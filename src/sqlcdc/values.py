@@ -361,9 +361,8 @@ def _problem(raw: Column, spec: ColumnSpec) -> Column:
     enc = spec.encoding
     unsigned = _UNSIGNED_MAX.get(_source_base(spec))
     ranged = unsigned is not None or t == "date" or t in _TS_RANGE or t in ("float", "double", "real")
-    if ranged or t == "string":
-        converted = _convert(raw, spec)
     if ranged:
+        converted = _convert(raw, spec)
         domain = _in_domain(converted, spec)
     out = F.lit(None).cast("string")
     if enc in ("epoch_day", "epoch_millis", "epoch_micros", "epoch_nanos"):
@@ -384,7 +383,7 @@ def _problem(raw: Column, spec: ColumnSpec) -> Column:
         out = F.when(F.isnan(converted), F.lit("NaN is not a SQL Server float value")).when(
             converted.isNotNull() & ~domain, F.lit("±Infinity (or an overflow) is not a SQL Server float value"))
     elif t == "string" and enc == "text":
-        out = F.when(converted.contains("\ufffd"),
+        out = F.when(raw.contains("\ufffd"),
                      F.lit("text holds U+FFFD: invalid UTF-8 (or a lone surrogate) was replaced when read"))
         shape = _STRING_SHAPE.get(_source_base(spec))
         if shape is not None:

@@ -304,7 +304,7 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
     raw = landed_files_reader(spark).format("text").option("lineSep", "\n").load([_spark_path(p) for p in paths])
     lines = raw.select(
         F.regexp_replace("value", "\r\\z", "").alias("_line"),
-        F.col("value").alias("_raw"),
+        F.col("value").endswith("\r").alias("_cr"),  # the CR a record's end drops, kept inside one
         F.col("_metadata.file_path").alias("source_file"),
         F.col("_metadata.file_modification_time").alias("ingest_time"),
         F.col("_metadata.file_block_start").alias("_block"),
@@ -313,12 +313,12 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
     in_file = Window.partitionBy("source_file").orderBy("_block", "_mid")
     n_quotes = F.length("_line") - F.length(F.regexp_replace("_line", '"', ""))
     lines = lines.select(
-        "_line", "_raw", "source_file", "ingest_time", "_block", "_mid",
+        "_line", "_cr", "source_file", "ingest_time", "_block", "_mid",
         F.row_number().over(in_file).alias("_n"),
         (F.sum(n_quotes).over(in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)) % 2 == 0).alias("_end"),
     )
     lines = lines.select(
-        "_line", "_raw", "source_file", "ingest_time", "_block", "_mid", "_n", "_end",
+        "_line", "_cr", "source_file", "ingest_time", "_block", "_mid", "_n", "_end",
         F.coalesce(F.lag("_end").over(in_file), F.lit(True)).alias("_starts"),  # the line begins a record
         F.coalesce(F.sum(F.col("_end").cast("int")).over(in_file.rowsBetween(Window.unboundedPreceding, -1)),
                    F.lit(0)).alias("_rec"),  # record `skip` is the header
@@ -333,12 +333,12 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
         ).alias("_why"),
     )
     records = lines.where(~one_line).groupBy("source_file", "_rec").agg(
-        F.sort_array(F.collect_list(F.struct("_n", "_line", "_end", "_raw"))).alias("_lines"),
+        F.sort_array(F.collect_list(F.struct("_n", "_line", "_end", "_cr"))).alias("_lines"),
         F.max("ingest_time").alias("ingest_time"),
     )
     # inside the record a line keeps its "\r" (the quoted value's), its last line ends the record
     text = F.array_join(F.transform("_lines", lambda x, i: F.when(i == F.size("_lines") - 1, x["_line"])
-                                    .otherwise(x["_raw"])), "\n")
+                                    .when(x["_cr"], F.concat(x["_line"], F.lit("\r"))).otherwise(x["_line"])), "\n")
     records = records.select(
         "source_file", "ingest_time", "_lines", text.alias("_text"),
         F.element_at("_lines", -1)["_end"].alias("_closed"),

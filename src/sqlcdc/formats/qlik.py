@@ -82,9 +82,10 @@ Types (:func:`spec_for`)
     INT1/2/4/8 -> tinyint/smallint/int/bigint; UINT1/2/4 -> smallint/int/bigint; UINT8 ->
     decimal(20,0); NUMERIC(p,s) -> decimal(p,s) (p > 38 -> string, so no digit is lost); REAL4/8 ->
     float/double; STRING/WSTRING -> string; CLOB/NCLOB -> string (LOB); DATE -> date; TIME ->
-    string ``HH:mm:ss.SSSSSS`` (Delta has no TIME; as every producer's); DATETIME -> timestamp_ntz (Replicate's DATETIME has no
-    zone; fractions beyond microseconds are truncated); BOOLEAN -> boolean; BYTES/BLOB -> binary
-    from hex digits (Replicate's JSON spelling of binary). An unknown type name is kept as string.
+    string ``HH:mm:ss.SSSSSS`` (Delta has no TIME; as every producer's); DATETIME -> timestamp_ntz
+    (Replicate's DATETIME has no zone; fractions beyond microseconds are truncated); BOOLEAN ->
+    boolean; BYTES/BLOB -> binary from hex digits (Replicate's JSON spelling of binary). An unknown
+    type name is kept as string.
 
 Schema evolution
     :func:`columns_for` returns the union of every version's columns (newest version first, in its
