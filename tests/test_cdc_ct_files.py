@@ -196,6 +196,53 @@ def test_a_multi_line_value_and_quotes_inside_values_still_read(spark, tmp_path)
 
 
 
+WIDE_NUMBERS = ({"name": "id", "type": "int"}, {"name": "cash", "type": "money"}, {"name": "huge", "type": "decimal(38,10)"},
+                {"name": "price", "type": "decimal(10,2)"}, {"name": "tiny", "type": "tinyint"})
+#: (id, cash, huge, price, tiny) as SQL Server holds them; FOR JSON writes the decimals as JSON numbers
+WIDE_VALUES = [
+    (1, "922337203685477.5807", "9999999999999999999999999999.9999999999", "99999999.99", 255),
+    (2, "-922337203685477.5808", "1234567890123456789.0123456789", "0.10", 128),
+    (3, "0.0001", "0.0000000001", "-3.25", 0),
+    (4, "12.3400", "-0.0000000000", "19.99", None),
+]
+
+
+def test_decimals_written_as_json_numbers_keep_every_digit_and_a_tinyint_reaches_255(spark, tmp_path):
+    """FOR JSON writes money and decimals as JSON numbers, and a Parquet export's decimals are numbers
+    in bronze's JSON: Spark's ``from_json`` reads a number into text through a double, so until
+    2026-12-05 money 922337203685477.5807 landed as 922337203685477.6000 and a 19-digit decimal(38,10)
+    lost its last digits -- silently, in range. A SQL Server ``tinyint`` column was Spark's signed
+    byte: 128..255 were quarantined."""
+    from sqlcdc.formats import cdc_ct
+
+    def meta(n):
+        return (f'"__$start_lsn": "0x{c(n)}", "__$end_lsn": null, "__$seqval": "0x{s(n, 2)}", "__$operation": 2, '
+                f'"__$update_mask": "0x1F", "__$command_id": 1')
+
+    lines = [f'{{{meta(8 + i)}, "id": {i_}, "cash": {m}, "huge": {h}, "price": {p}'
+             + (f', "tiny": {t}}}' if t is not None else "}")
+             for i, (i_, m, h, p, t) in enumerate(WIDE_VALUES)]
+    json_dir, parquet_dir = tmp_path / "json", tmp_path / "parquet"
+    json_dir.mkdir()
+    (json_dir / "dbo_orders_CT.jsonl").write_text("\n".join(lines) + "\n")
+    rows = [(bytes.fromhex(c(8 + i)), None, bytes.fromhex(s(8 + i, 2)), 2, bytes.fromhex("1F"), 1, i_, Decimal(m),
+             Decimal(h), Decimal(p), t) for i, (i_, m, h, p, t) in enumerate(WIDE_VALUES)]
+    spark.createDataFrame(rows, "`__$start_lsn` binary, `__$end_lsn` binary, `__$seqval` binary, `__$operation` int, "
+                                "`__$update_mask` binary, `__$command_id` int, id int, cash decimal(19,4), "
+                                "huge decimal(38,10), price decimal(10,2), tiny short"
+                          ).coalesce(1).write.parquet(str(parquet_dir / "dbo_orders"))
+    want = sorted((i_, Decimal(m), Decimal(h), Decimal(p), t) for i_, m, h, p, t in WIDE_VALUES)
+    for landing in (json_dir, parquet_dir):
+        src = make_source(landing)
+        table = make_table(src, columns=WIDE_NUMBERS)
+        decoded = cdc_ct.decode(cdc_ct.read_bronze(spark, src), table, cdc_ct.columns_for(table, src, spark))
+        assert quarantined(decoded) == [], landing.name
+        got = sorted((r.after.id, r.after.cash, r.after.huge, r.after.price, r.after.tiny) for r in decoded.changes.collect())
+        assert got == want, landing.name
+        assert [f.dataType.simpleString() for f in decoded.changes.schema["after"].dataType.fields][1:] == [
+            "decimal(19,4)", "decimal(38,10)", "decimal(10,2)", "smallint"]
+
+
 def test_a_windows_export_keeps_line_breaks_inside_values_and_tells_empty_text_from_null(spark, tmp_path):
     """Lines ended by CRLF (as Windows tools write them), values holding CRLF, a lone CR and LF:
     each value reads back as it was (the reader used to turn a value's CRLF into LF and split at a

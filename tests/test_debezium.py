@@ -168,12 +168,13 @@ LOGICAL_FIELDS = [
     {"field": "blob", "type": "bytes"},
     {"field": "dbl", "type": "double"},  # FLOAT64 and FLOAT32 as the JSON converter names them in a schema
     {"field": "real", "type": "float"},
+    {"field": "tiny", "type": "int16"},  # SQL Server's tinyint (0..255), as the connector writes it
 ]
 #: The SQL Server type of each of :data:`LOGICAL_FIELDS` whose values the connector writes that way
 #: (its defaults: time.precision.mode=adaptive, decimal.handling.mode=precise, binary.handling.mode=bytes).
 SQL_SERVER_TYPES = {"id": "int", "price": "decimal(10,2)", "d": "date", "t": "time(3)", "ts": "datetime2(3)",
                     "mts": "datetime2(6)", "nts": "datetime2", "zts": "datetimeoffset", "big": "bigint", "ok": "bit",
-                    "blob": "varbinary(16)", "dbl": "float", "real": "real"}
+                    "blob": "varbinary(16)", "dbl": "float", "real": "real", "tiny": "tinyint"}
 
 
 def _logical_after(spark, cols):
@@ -191,6 +192,7 @@ def _logical_after(spark, cols):
         "blob": base64.b64encode(b"\x00\xff").decode(),
         "dbl": 0.1,
         "real": 0.25,
+        "tiny": 255,
     }
     table = TableConfig(name="t", source=SOURCE, schema="dbo", table="t", keys=("id",))
     ev = {"op": "c", "before": None, "after": after, "source": {"name": "s", "db": "d", "schema": "dbo", "table": "t",
@@ -214,7 +216,7 @@ def test_logical_types_become_spark_types(spark):
     assert a.big == 9007199254740993
     assert a.ok is True
     assert a.blob == bytearray(b"\x00\xff")
-    assert (a.dbl, a.real) == (0.1, 0.25)
+    assert (a.dbl, a.real, a.tiny) == (0.1, 0.25, 255)
     schema = {f.name: f.dataType.simpleString() for f in d.changes.schema["after"].dataType.fields}
     assert schema["price"] == "decimal(10,2)" and schema["ts"] == "timestamp_ntz" and schema["zts"] == "timestamp"
     assert (schema["dbl"], schema["real"]) == ("double", "float")  # was a JSON-text string column

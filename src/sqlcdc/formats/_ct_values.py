@@ -8,6 +8,8 @@ docstring, "Decoding".
 
 from __future__ import annotations
 
+import re
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -93,14 +95,44 @@ def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
 STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
 
 
-def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column) -> Column:
-    """The configured columns' text, binary normalised to ``0x`` hex (kept as is when unreadable).
+def _through_double(v: Column, spec: ColumnSpec) -> Column | None:
+    """Where ``v`` (a decimal column's text from ``from_json``) may be a JSON number Spark read
+    through a double, its digits lost (``922337203685477.5807`` -> ``9.223372036854776E14``): a
+    non-integer number of a decimal wider than 15 digits, or one written with 16 digits or more
+    (a decimal of up to 15 digits survives a double: its shortest text is its own). NULL: not a
+    decimal column. FOR JSON writes decimals and money as JSON numbers; so does a Parquet row here."""
+    shape = re.match(r"\s*decimal\((\d+)", spec.spark_type)
+    if shape is None or spec.encoding != "text":
+        return None
+    number = v.rlike(r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$") & v.rlike("[.eE]")
+    if int(shape.group(1)) > 15:
+        return number
+    return number & (F.length(F.regexp_replace(F.regexp_replace(v, "[eE].*$", ""), "[^0-9]", "")) >= 16)
+
+
+def _exact_numbers(value: Column, m: Column, columns: list[ColumnSpec]) -> Column:
+    """The row's values read exactly (a VARIANT keeps a JSON number's digits), where a decimal
+    column's value may have been read through a double (:func:`_through_double`); else NULL, and
+    the row is parsed once."""
+    lossy = [x for x in (_through_double(m[c.name], c) for c in columns) if x is not None]
+    if not lossy:
+        return F.lit(None).cast("map<string,string>")
+    return F.when(frames.any_of(lossy) & m[WHOLE_ROW_HINT].isNull(),  # a CSV row's values are text
+                  F.try_variant_get(F.try_parse_json(value), "$", "map<string,string>"))
+
+
+def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column, exact: Column) -> Column:
+    """The configured columns' text, binary normalised to ``0x`` hex (kept as is when unreadable),
+    a decimal read through a double taken from ``exact`` (:func:`_exact_numbers`).
     A CSV row's empty text (a quoted ``""``) is NULL but in a text column: an export that quotes
     every field writes NULL so, and a number or a date cannot be empty."""
     csv_row = m[WHOLE_ROW_HINT].isNotNull()
     entries = []
     for c in columns:
         v = m[c.name]
+        lossy = _through_double(v, c)
+        if lossy is not None:
+            v = F.when(lossy, F.coalesce(exact[c.name], v)).otherwise(v)
         if c.spark_type != "string" or c.encoding != "text" or c.json_value:
             v = F.when(csv_row & (v == ""), F.lit(None)).otherwise(v)
         if c.encoding == "hex":
@@ -126,7 +158,8 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
     # The text map is a column of its own: typed_struct reads it once per column, and a map
     # expression written into each read made the plan grow with the square of the column count
     # (20 columns: a 12 MB silver plan; Spark Connect refuses messages over 128 MB).
-    rows = rows.select("*", _raw_map(m, columns, prefer_b64).alias("_raw"),
+    rows = rows.select("*", _exact_numbers(F.col("value"), m, columns).alias("_exact"))
+    rows = rows.select("*", _raw_map(m, columns, prefer_b64, F.col("_exact")).alias("_raw"),
                        nested_keys_in(F.col("value"), "$", m).alias("_nested"))
     image, value_errors = typed_struct(F.col("_raw"), columns, F.col("_nested"))
     mask_raw = m[UPDATE_MASK]

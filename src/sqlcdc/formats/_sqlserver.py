@@ -83,15 +83,16 @@ def is_spark_type(spark_type: str) -> bool:
 def config_spec(name: str, type_name: str, *, ordinal: int | None = None, lob: bool = False) -> ColumnSpec:
     """A ``columns:`` entry whose values are text (a change-table export, a default decoder): a
     Spark SQL type as it is, else a SQL Server type name by :func:`spec_for_sql_type`. Where both
-    spell a type Spark's meaning wins (``timestamp``), but for ``float``: SQL Server's is 8 bytes, and
-    reading it as Spark's 4-byte float would change values. A name that is neither is returned as it
+    spell a type Spark's meaning wins (``timestamp``), but for ``float`` (SQL Server's is 8 bytes:
+    reading it as Spark's 4-byte float would change values) and ``tinyint`` (SQL Server's is
+    0..255: Spark's signed byte would refuse 128..255; it lands as smallint). A name that is neither is returned as it
     is, for the config check to refuse (:meth:`sqlcdc.formats.Decoder.config_type_problem`).
 
     >>> config_spec("seen", "datetime2(6)").spark_type, config_spec("on", "bit").spark_type
     ('timestamp_ntz', 'boolean')
     """
     low = str(type_name).strip().lower()
-    if (low == "float" or not is_spark_type(low)) and is_sql_server_type(low):
+    if (low in ("float", "tinyint") or not is_spark_type(low)) and is_sql_server_type(low):
         return spec_for_sql_type(name, low, ordinal=ordinal, lob=lob)
     return ColumnSpec(name, low, lob=lob, ordinal=ordinal, source_type=str(type_name))
 

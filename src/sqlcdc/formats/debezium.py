@@ -157,7 +157,8 @@ def spec_from_config(column: dict[str, Any]) -> ColumnSpec:
         return ColumnSpec(name, "binary", "base64")
     if low == "date":  # Connect's Date: the connector writes every date as days since 1970
         return spec_from_connect_field({"field": name, "type": "int32", "name": "io.debezium.time.Date"})
-    if not is_spark_type(low) and is_sql_server_type(low):
+    # tinyint: SQL Server's (0..255, the connector's INT16), not Spark's signed byte
+    if (low == "tinyint" or not is_spark_type(low)) and is_sql_server_type(low):
         return _spec_of_sql_type(name, low, bool(column.get("lob", False)))
     return ColumnSpec(name, low, "text", lob=bool(column.get("lob", False)))
 
