@@ -22,6 +22,8 @@ events, both delivered the same way; its gold must equal the reference of the wh
 ``--composite-key`` keys every table on (region, id), a text and an int part. ``--wide-types`` adds
 a date, datetime2(6), bit, float, bigint, varbinary(16), uniqueidentifier and time(7) column
 (:data:`WIDE_TYPES`).
+``--exact-types`` adds a datetimeoffset, money, decimal(38,10), tinyint, real and datetime column
+(:data:`EXACT_TYPES`).
 ``--debezium-schema`` lands the Debezium events in the JSON converter's schema envelope and leaves
 their tables' columns to be discovered from it. ``--nasty-text`` adds names a writer must escape
 (quotes, commas, CR/LF, tabs, emoji, empty text, ``NULL``); ``--ct-export csv|parquet`` lands the
@@ -44,12 +46,14 @@ import bisect
 import dataclasses
 import json
 import random
+import re
 import shutil
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from decimal import Decimal
+from decimal import Context, Decimal
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -100,6 +104,30 @@ WIDE_VALUES = {
     "uid": [None, "6F9619FF-8B86-D011-B42D-00C04FC964FF"],
     "tod": [None, "00:00:00.0000000", "23:59:59.9999999", "16:45:01.1234567", "12:00:00.5000000"],  # SQL Server's text
 }
+#: ``--exact-types``: columns whose values a producer may round, widen or shift: a
+#: datetimeoffset (its instant; Qlik maps it to STRING and keeps the text), money and a
+#: decimal(38,10) at their limits (a change-table JSON export writes them as JSON numbers), an
+#: unsigned tinyint up to 255, a 4-byte real at its limits and a legacy datetime (1/300 s). Config
+#: types are SQL Server names for every producer (Debezium's as the connector writes them).
+EXACT_TYPES = {
+    "dto": (("datetimeoffset(7)", "datetimeoffset(7)"), "datetimeoffset(7)", {"type": "STRING", "length": 34}),
+    "cash": (("money", "money"), "money", {"type": "NUMERIC", "precision": 19, "scale": 4}),
+    "huge": (("decimal(38,10)", "decimal(38,10)"), "decimal(38,10)", {"type": "NUMERIC", "precision": 38, "scale": 10}),
+    "tiny": (("tinyint", "tinyint"), "tinyint", {"type": "UINT1"}),
+    "r4": (("real", "real"), "real", {"type": "REAL4"}),
+    "dt": (("datetime", "datetime"), "datetime", {"type": "DATETIME"}),
+}
+EXACT_VALUES = {  # dto as SQL Server's text; the decimals as text with their scale's digits
+    "dto": [None, "2024-01-02 03:04:05.1234567 +02:00", "0001-01-01 00:00:00.0000000 -05:00",
+            "9999-12-31 23:59:59.9999999 +05:30", "1969-12-31 23:59:59.5000000 +00:00", "2024-03-31 01:30:00.0000001 -14:00",
+            "2024-03-31 01:30:00.0000000 +14:00"],
+    "cash": [None, "-922337203685477.5808", "922337203685477.5807", "0.0001", "12.3400", "0.0000"],
+    "huge": [None, "9999999999999999999999999999.9999999999", "-9999999999999999999999999999.9999999999",
+             "0.0000000001", "1234567890123456789.0123456789", "0.0000000000"],
+    "tiny": [None, 0, 128, 255],
+    "r4": [None, 1.5, -0.25, 3.4028234663852886e38, 1.401298464324817e-45, 0.1],
+    "dt": [None, datetime(1753, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 997000), datetime(2024, 1, 2, 3, 4, 5, 3000)],
+}
 _EPOCH = datetime(1970, 1, 1)
 #: ``--debezium-schema``: Debezium events in the JSON converter's schema envelope
 #: (``schemas.enable=true``), their tables' columns discovered from it (no ``columns:``).
@@ -113,13 +141,21 @@ CONNECT_FIELDS = {
     "seen": {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "version": 1},
     "flag": {"type": "boolean"}, "ratio": {"type": "double"}, "big": {"type": "int64"}, "blob": {"type": "bytes"},
     "uid": {"type": "string"}, "tod": {"type": "int64", "name": "io.debezium.time.NanoTime", "version": 1},
+    "dto": {"type": "string", "name": "io.debezium.time.ZonedTimestamp", "version": 1},
+    "cash": {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+             "parameters": {"scale": "4", "connect.decimal.precision": "19"}},
+    "huge": {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+             "parameters": {"scale": "10", "connect.decimal.precision": "38"}},
+    "tiny": {"type": "int16"}, "r4": {"type": "float"},
+    "dt": {"type": "int64", "name": "io.debezium.time.Timestamp", "version": 1},
 }
 #: The history's column -> the name the producers write and gold holds (``--odd-names``: names
 #: Delta can store that SQL tools must quote; Qlik writes them upper-cased).
-COL = {c: c for c in ("region", "id", *COLUMNS, *WIDE_TYPES)}
+COL = {c: c for c in ("region", "id", *COLUMNS, *WIDE_TYPES, *EXACT_TYPES)}
 ODD_NAMES = {"region": "région/eu", "id": "row.id", "name": "Nachname-Ä", "qty": "qty#1",
              "price": "unit.price", "born": "born:on", "seen": "zuletzt_gesehen", "flag": "flag?",
-             "ratio": "ratio%", "big": "big[0]", "blob": "blob$", "uid": "uid'x", "tod": "Uhrzeit~"}
+             "ratio": "ratio%", "big": "big[0]", "blob": "blob$", "uid": "uid'x", "tod": "Uhrzeit~",
+             "dto": "zeit+zone", "cash": "€cash", "huge": "huge(38)", "tiny": "tiny!", "r4": "r@4", "dt": "dt,old"}
 #: ``--ct-export``: how change-table exports (and the hand-off's) land: JSON lines (``FOR JSON``);
 #: ``csv``: each file its header, NULL an empty field and an empty string ``""`` (the reader's
 #: default ``csv_null_value``), lines ended by ``\n`` or ``\r\n`` per file, values as SQL Server's
@@ -164,7 +200,7 @@ def types_of(c: str, producer: str = "cdc_ct") -> tuple:
     """Column ``c``'s types: (config type for ``producer``, CES SQL Server type, Qlik type)."""
     if c in TYPES:
         return TYPES[c]
-    config, sql, qlik_type = WIDE_TYPES[c]
+    config, sql, qlik_type = {**WIDE_TYPES, **EXACT_TYPES}[c]
     return (config[0] if producer.startswith("debezium") else config[1]), sql, qlik_type
 
 
@@ -181,6 +217,17 @@ def rendered(producer: str, row: dict) -> dict:
             return sum(int(x) * m for x, m in zip(v[:8].split(":"), (3600, 60, 1))) * 10**9 + int(v[9:]) * 100
         if c == "price" and producer == "debezium":
             return _b64_decimal(v)
+        if c in ("cash", "huge"):  # Connect Decimal; FOR JSON: a JSON number (see :func:`json_line`)
+            return _b64_decimal(v, 4 if c == "cash" else 10) if producer == "debezium" else \
+                JsonNumber(v) if producer == "cdc_ct" else v
+        if c == "dto" and producer in ("debezium", "cdc_ct"):  # ZonedTimestamp, FOR JSON: ISO 8601 with its offset
+            return v[:10] + "T" + v[11:27] + v[28:]
+        if c == "dt" and producer == "debezium":  # io.debezium.time.Timestamp: epoch milliseconds
+            return (v - _EPOCH) // timedelta(milliseconds=1)
+        if c == "dt" and producer != "qlik":  # datetime's text: milliseconds
+            return v.isoformat(sep="T" if producer == "cdc_ct" else " ", timespec="milliseconds")
+        if c == "r4" and producer in ("debezium", "cdc_ct", "qlik"):
+            return JsonNumber(repr(v))  # as written: 0.1, 3.4028234663852886e+38 (a 4-byte float reads it back)
         if isinstance(v, datetime):
             return v.isoformat(sep="T" if producer == "cdc_ct" else " ", timespec="microseconds") \
                 if producer != "debezium" else (v - _EPOCH) // timedelta(microseconds=1)
@@ -193,6 +240,19 @@ def rendered(producer: str, row: dict) -> dict:
             return ("1" if v else "0") if isinstance(v, bool) else (repr(v) if isinstance(v, float) else str(v))
         return v
     return {k: one(k, v) for k, v in row.items()}
+
+
+class JsonNumber(str):
+    """A number a producer writes into JSON as it is (38 digits, no float in between)."""
+
+
+def json_line(obj, **kw) -> str:
+    """``json.dumps`` writing :class:`JsonNumber` values as bare JSON numbers."""
+    def mark(x):
+        if isinstance(x, JsonNumber):
+            return f"\x00num:{x}\x00"
+        return {k: mark(v) for k, v in x.items()} if isinstance(x, dict) else x
+    return re.sub(r'"\\u0000num:([^"\\]*)\\u0000"', r"\1", json.dumps(mark(obj), **kw))
 
 
 def out_names(row: dict) -> dict:
@@ -247,7 +307,8 @@ def history(rng: random.Random, keys: int, changes: int) -> list[Change]:
             touched.add(key)
             row = {"name": rng.choice(NAMES), "qty": rng.choice([None, 0, 1, 7, 2**31 - 1]),
                    "price": rng.choice([None, "0.00", "1.50", "19.99", "-3.25", "99999999.99"])}
-            row.update({c: rng.choice(WIDE_VALUES[c]) for c in COLUMNS if c in WIDE_VALUES})
+            row.update({c: rng.choice({**WIDE_VALUES, **EXACT_VALUES}[c]) for c in COLUMNS
+                        if c in WIDE_VALUES or c in EXACT_VALUES})
             form = rng.random()
             any_free = len(dead) > sum(1 for k in touched if has(dead, k))
             if key not in live:
@@ -285,10 +346,10 @@ def change_hex(c: Change, sub: int = 0) -> str:
 # --- each producer's rendering ---------------------------------------------------------------------
 
 
-def _b64_decimal(text: str | None) -> str | None:
+def _b64_decimal(text: str | None, scale: int = 2) -> str | None:
     if text is None:
         return None
-    unscaled = int(Decimal(text).scaleb(2))  # Connect's Decimal: the unscaled value, two's complement
+    unscaled = int(Decimal(text).scaleb(scale, context=Context(prec=80)))  # 38 digits: not the default 28  # Connect's Decimal: the unscaled value, two's complement
     return base64.b64encode(unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True)).decode()
 
 
@@ -317,7 +378,7 @@ def debezium(c: Change) -> list[str]:
     # docs/fast-path.md); one transaction in five spaced and ASCII-escaped, as a re-serialising
     # tool might land it (the strict decode's, with the same rows).
     spaced = c.tx % 5 == 0
-    event = json.dumps({
+    event = json_line({
         "before": image(c.before, c.before_key), "after": image(c.after, c.key), "op": op, "ts_ms": 1700000000000 + c.tx,
         "source": {"version": "2.7.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1700000000000 + c.tx,
                    "snapshot": "false", "db": "testDB", "schema": "dbo", "table": "hist",
@@ -418,7 +479,7 @@ def cdc_ct(c: Change) -> list[str]:
             values = out_names(rendered("ces", {**image, **key_of(key)}))
             return CT_EXPORT["sep"].join(map(_csv_field, ["0x" + commit_hex(c), None, "0x" + change_hex(c, sub), op,
                                              _all_columns_mask(), 1, *(values[COL[k]] for k in columns())]))
-        return json.dumps({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
+        return json_line({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
                            "__$operation": op, "__$update_mask": _all_columns_mask(),
                            "__$command_id": 1, **out_names(rendered("cdc_ct", {**image, **key_of(key)}))})
 
@@ -486,10 +547,10 @@ def qlik(c: Change, last_of_tx: bool) -> list[str]:
                    "transactionId": "", "transactionEventCounter": 0, "transactionLastEvent": True}
     before = image(c.before, c.before_key) if c.op == "UPDATE" else None
     if c.form < 0.5:  # the atMSG envelope, routed by the metadata's schemaId
-        return [json.dumps({"magic": "atMSG", "type": "DT", "headers": None, "messageSchemaId": None,
+        return [json_line({"magic": "atMSG", "type": "DT", "headers": None, "messageSchemaId": None,
                             "messageSchema": None, "message": {"data": data, "beforeData": before,
                                                                "headers": {**headers, "externalSchemaId": "s-hist-1"}}})]
-    return [json.dumps({"schema": "dbo", "table": "hist", "data": data, "beforeData": before, "headers": headers})]
+    return [json_line({"schema": "dbo", "table": "hist", "data": data, "beforeData": before, "headers": headers})]
 
 
 def snapshot_txs(changes: list[Change]) -> frozenset[int]:
@@ -592,16 +653,21 @@ def write_ct_parquet(path: Path, part: list[str]) -> None:
     arrow = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "decimal(10,2)": pa.decimal128(10, 2),
              "date": pa.date32(), "datetime2(6)": pa.timestamp("us"), "bit": pa.bool_(), "float": pa.float64(),
              "varbinary(16)": pa.binary(), "uniqueidentifier": pa.string(), "nvarchar(10)": pa.string(),
-             "time(7)": pa.string()}  # Spark reads no Parquet TIME: an export writes it as text
+             "time(7)": pa.string(),  # Spark reads no Parquet TIME: an export writes it as text
+             "datetimeoffset(7)": pa.string(), "money": pa.decimal128(19, 4), "decimal(38,10)": pa.decimal128(38, 10),
+             "tinyint": pa.uint8(), "real": pa.float32(), "datetime": pa.timestamp("ms")}
     binary = lambda v: None if v is None else bytes.fromhex(v[2:])  # noqa: E731
-    convert = {pa.binary(): binary, pa.decimal128(10, 2): lambda v: None if v is None else Decimal(str(v)),
+    exact = lambda v: None if v is None else Decimal(str(v))  # noqa: E731
+    convert = {pa.binary(): binary, pa.decimal128(10, 2): exact, pa.decimal128(19, 4): exact, pa.decimal128(38, 10): exact,
+               pa.float32(): lambda v: None if v is None else float(v), pa.timestamp("ms"): lambda v: None if v is None else
+               datetime.fromisoformat(v),
                pa.date32(): lambda v: None if v is None else date.fromisoformat(v),
                pa.timestamp("us"): lambda v: None if v is None else datetime.fromisoformat(v)}
     fields = [pa.field("__$start_lsn", pa.binary()), pa.field("__$end_lsn", pa.binary()),
               pa.field("__$seqval", pa.binary()), pa.field("__$operation", pa.int32()),
               pa.field("__$update_mask", pa.binary()), pa.field("__$command_id", pa.int32())]
     fields += [pa.field(COL[c], arrow[types_of(c)[0]]) for c in columns()]
-    rows = [json.loads(x) for x in part]
+    rows = [json.loads(x, parse_float=Decimal) for x in part]  # 38 digits: no float in between
     table = pa.table({f.name: pa.array([convert.get(f.type, lambda v: v)(r[f.name]) for r in rows], f.type)
                       for f in fields})
     pq.write_table(table, path)
@@ -666,9 +732,25 @@ def write_config(base: Path, only: set[str]) -> Path:
 # --- the check -------------------------------------------------------------------------------------
 
 
+def utc_instant(text: str) -> datetime:
+    """SQL Server's datetimeoffset text -> its instant in UTC (no zone), the 7th digit floored."""
+    local = datetime.fromisoformat(text[:26])
+    sign, hh, mm = (-1 if text[28] == "-" else 1), int(text[29:31]), int(text[32:34])
+    return local - sign * timedelta(hours=hh, minutes=mm)
+
+
 def silver_values(row: dict) -> dict:
-    """``row`` as silver holds it: a time of day ``HH:mm:ss.SSSSSS``, its 7th digit floored."""
-    return {k: v[:15] if k == "tod" and v is not None else v for k, v in row.items()}
+    """``row`` as silver holds it: a time of day ``HH:mm:ss.SSSSSS``, its 7th digit floored; a
+    datetimeoffset as its UTC instant; a real as a 4-byte float."""
+    def one(k, v):
+        if v is None:
+            return None
+        if k == "tod":
+            return v[:15]
+        if k == "dto":
+            return utc_instant(v)
+        return struct.unpack("f", struct.pack("f", v))[0] if k == "r4" else v
+    return {k: one(k, v) for k, v in row.items()}
 
 
 def expected(changes: list[Change]) -> tuple[list[tuple], dict[int, list[tuple]]]:
@@ -689,6 +771,8 @@ def expected(changes: list[Change]) -> tuple[list[tuple], dict[int, list[tuple]]
 
 def gold(spark, tables: Path, producer: str, table: str) -> tuple[list[tuple], dict[int, list[tuple]]]:
     """The same shapes read from a run's gold tables."""
+    from pyspark.sql import functions as F
+
     names = tuple(COL[c].upper() if producer == "qlik" else COL[c] for c in ("id", *COLUMNS))
     region = COL["region"].upper() if producer == "qlik" else COL["region"]
 
@@ -696,10 +780,18 @@ def gold(spark, tables: Path, producer: str, table: str) -> tuple[list[tuple], d
         return f"{r[region]}/{r[names[0]]}" if COMPOSITE["on"] else r[names[0]]
 
     def text(v):  # as the history holds values: a decimal as its text, binary as bytes
-        return f"{v:.2f}" if isinstance(v, Decimal) else bytes(v) if isinstance(v, bytearray) else v
+        if isinstance(v, str) and producer == "qlik" and re.fullmatch(r"\d{4}-.* [+-]\d\d:\d\d", v):
+            return utc_instant(v)  # Qlik's datetimeoffset is STRING: its text as written
+        return format(v, "f") if isinstance(v, Decimal) else bytes(v) if isinstance(v, bytearray) else v
 
-    s1 = spark.read.format("delta").load(str(tables / f"gold_{table}_scd1")).collect()
-    s2 = spark.read.format("delta").load(str(tables / f"gold_{table}_scd2")).collect()
+    def read(path):  # an instant (timestamp) as its UTC time: PySpark's local-time conversion fails near year 1;
+        # a decimal as Spark's text, every digit of its scale (PySpark may hand 1E-10 over as 1.00E-10)
+        df = spark.read.format("delta").load(str(path))
+        as_type = {"timestamp": "timestamp_ntz", "decimal": "string"}
+        return df.select([F.col(f"`{f.name}`").cast(as_type[f.dataType.typeName()]).alias(f.name)
+                          if f.dataType.typeName() in as_type else F.col(f"`{f.name}`") for f in df.schema]).collect()
+
+    s1, s2 = read(tables / f"gold_{table}_scd1"), read(tables / f"gold_{table}_scd2")
     scd1 = sorted(((key(r), *(text(r[n]) for n in names[1:])) for r in s1), key=ref._sort_key)
     scd2: dict[int, list[tuple]] = {}
     for r in sorted(s2, key=lambda r: tuple(r["__START_AT"])):
@@ -722,6 +814,8 @@ def main() -> int:
                     help="key every table on (region, id): a text and an int part")
     ap.add_argument("--wide-types", action="store_true",
                     help=f"add columns {', '.join(WIDE_TYPES)}: a date, datetime2, bit, float, bigint, varbinary, uniqueidentifier, time")
+    ap.add_argument("--exact-types", action="store_true",
+                    help=f"add columns {', '.join(EXACT_TYPES)}: datetimeoffset, money, decimal(38,10), tinyint, real, datetime")
     ap.add_argument("--debezium-schema", action="store_true",
                     help="Debezium events in the JSON converter's schema envelope, their columns discovered from it")
     ap.add_argument("--nasty-text", action="store_true",
@@ -742,6 +836,8 @@ def main() -> int:
     COMPOSITE["on"] = args.composite_key
     if args.wide_types:
         COLUMNS.extend(WIDE_TYPES)
+    if args.exact_types:
+        COLUMNS.extend(EXACT_TYPES)
     DBZ_SCHEMA["on"] = args.debezium_schema
     CT_EXPORT["as"] = args.ct_export
     SNAPSHOT["on"] = args.snapshot
@@ -791,6 +887,7 @@ def main() -> int:
     from sqlcdc.runtime import local_spark
 
     spark = local_spark(app_name="histories")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
     wrong = 0
     for producer, table in [*((p, t) for p, (_, t, _) in SOURCES.items()), ("handoff", ho_table)]:
         if producer not in only:
