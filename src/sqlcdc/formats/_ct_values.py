@@ -95,26 +95,31 @@ def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
 STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
 
 
-def _through_double(v: Column, spec: ColumnSpec) -> Column | None:
+#: A JSON number of 16 characters or more ([0-9.]) after a key: more digits than a double keeps.
+_LONG_NUMBER = r":\s*-?[0-9][0-9.]{15,}"
+
+
+def _through_double(v: Column, spec: ColumnSpec, long_number: Column) -> Column | None:
     """Where ``v`` (a decimal column's text from ``from_json``) may be a JSON number Spark read
-    through a double, its digits lost (``922337203685477.5807`` -> ``9.223372036854776E14``): a
-    non-integer number of a decimal wider than 15 digits, or one written with 16 digits or more
-    (a decimal of up to 15 digits survives a double: its shortest text is its own). NULL: not a
-    decimal column. FOR JSON writes decimals and money as JSON numbers; so does a Parquet row here."""
-    shape = re.match(r"\s*decimal\((\d+)", spec.spark_type)
-    if shape is None or spec.encoding != "text":
+    through a double, its digits lost (``922337203685477.5807`` -> ``9.223372036854776E14``,
+    ``10.0000000000000001`` -> ``10.0``): a non-integer number, where the row holds a number
+    written with more digits than a double keeps (``long_number``) or the double's text has 16
+    digits or more (Java may spell a double with more digits than its shortest). A number of up to
+    15 digits survives a double. NULL: not a decimal column. FOR JSON writes decimals and money as
+    JSON numbers; so does a Parquet row here."""
+    if not re.match(r"\s*decimal\(", spec.spark_type) or spec.encoding != "text":
         return None
     number = v.rlike(r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$") & v.rlike("[.eE]")
-    if int(shape.group(1)) > 15:
-        return number
-    return number & (F.length(F.regexp_replace(F.regexp_replace(v, "[eE].*$", ""), "[^0-9]", "")) >= 16)
+    digits = F.length(F.regexp_replace(F.regexp_replace(v, "[eE].*$", ""), "[^0-9]", ""))
+    return number & (long_number | (digits >= 16))
 
 
 def _exact_numbers(value: Column, m: Column, columns: list[ColumnSpec]) -> Column:
     """The row's values read exactly (a VARIANT keeps a JSON number's digits), where a decimal
     column's value may have been read through a double (:func:`_through_double`); else NULL, and
     the row is parsed once."""
-    lossy = [x for x in (_through_double(m[c.name], c) for c in columns) if x is not None]
+    long_number = value.rlike(_LONG_NUMBER)
+    lossy = [x for x in (_through_double(m[c.name], c, long_number) for c in columns) if x is not None]
     if not lossy:
         return F.lit(None).cast("map<string,string>")
     return F.when(frames.any_of(lossy) & m[WHOLE_ROW_HINT].isNull(),  # a CSV row's values are text
@@ -130,7 +135,7 @@ def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column, exact:
     entries = []
     for c in columns:
         v = m[c.name]
-        lossy = _through_double(v, c)
+        lossy = _through_double(v, c, F.lit(True))  # where _exact_numbers read the row again
         if lossy is not None:
             v = F.when(lossy, F.coalesce(exact[c.name], v)).otherwise(v)
         if c.spark_type != "string" or c.encoding != "text" or c.json_value:
