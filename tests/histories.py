@@ -155,7 +155,7 @@ COL = {c: c for c in ("region", "id", *COLUMNS, *WIDE_TYPES, *EXACT_TYPES)}
 ODD_NAMES = {"region": "région/eu", "id": "row.id", "name": "Nachname-Ä", "qty": "qty#1",
              "price": "unit.price", "born": "born:on", "seen": "zuletzt_gesehen", "flag": "flag?",
              "ratio": "ratio%", "big": "big[0]", "blob": "blob$", "uid": "uid'x", "tod": "Uhrzeit~",
-             "dto": "zeit+zone", "cash": "€cash", "huge": "huge(38)", "tiny": "tiny!", "r4": "r@4", "dt": "dt,old"}
+             "dto": "zeit+zone", "cash": "€cash", "huge": "huge.38", "tiny": "tiny!", "r4": "r@4", "dt": "dt-alt"}
 #: ``--ct-export``: how change-table exports (and the hand-off's) land: JSON lines (``FOR JSON``);
 #: ``csv``: each file its header, NULL an empty field and an empty string ``""`` (the reader's
 #: default ``csv_null_value``), lines ended by ``\n`` or ``\r\n`` per file, values as SQL Server's
@@ -659,7 +659,8 @@ def write_ct_parquet(path: Path, part: list[str]) -> None:
     binary = lambda v: None if v is None else bytes.fromhex(v[2:])  # noqa: E731
     exact = lambda v: None if v is None else Decimal(str(v))  # noqa: E731
     convert = {pa.binary(): binary, pa.decimal128(10, 2): exact, pa.decimal128(19, 4): exact, pa.decimal128(38, 10): exact,
-               pa.float32(): lambda v: None if v is None else float(v), pa.timestamp("ms"): lambda v: None if v is None else
+               pa.float32(): lambda v: None if v is None else float(v), pa.float64(): lambda v: None if v is None else float(v),
+               pa.timestamp("ms"): lambda v: None if v is None else
                datetime.fromisoformat(v),
                pa.date32(): lambda v: None if v is None else date.fromisoformat(v),
                pa.timestamp("us"): lambda v: None if v is None else datetime.fromisoformat(v)}
