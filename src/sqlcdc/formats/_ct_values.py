@@ -135,9 +135,8 @@ def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column, exact:
     entries = []
     for c in columns:
         v = m[c.name]
-        lossy = _through_double(v, c, F.lit(True))  # where _exact_numbers read the row again
-        if lossy is not None:
-            v = F.when(lossy, F.coalesce(exact[c.name], v)).otherwise(v)
+        if _through_double(v, c, F.lit(True)) is not None:  # a decimal: the exact text where the row was read again
+            v = F.coalesce(exact[c.name], v)
         if c.spark_type != "string" or c.encoding != "text" or c.json_value:
             v = F.when(csv_row & (v == ""), F.lit(None)).otherwise(v)
         if c.encoding == "hex":

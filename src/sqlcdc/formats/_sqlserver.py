@@ -15,7 +15,7 @@ from typing import Iterable
 
 from sqlcdc.values import ColumnSpec
 
-__all__ = ["config_spec", "is_spark_type", "is_sql_server_type", "spec_for_sql_type", "unknown_types"]
+__all__ = ["config_spec", "is_spark_type", "is_sql_server_type", "means_sql_server_type", "spec_for_sql_type", "unknown_types"]
 
 _TYPE_RE = re.compile(r"^\s*([a-z][a-z0-9_ ]*?)\s*(?:\(\s*([^)]*?)\s*\))?\s*$")
 _SIMPLE: dict[str, tuple[str, str]] = {
@@ -80,6 +80,21 @@ def is_spark_type(spark_type: str) -> bool:
     return 1 <= p <= 38 and s <= p
 
 
+#: Names both Spark and SQL Server give a type, read as SQL Server's in ``columns:``.
+_SQL_SERVER_MEANING = ("float", "tinyint")
+
+
+def means_sql_server_type(type_name: str) -> bool:
+    """True when a ``columns:`` type names a SQL Server type: one Spark does not know, or ``float``
+    and ``tinyint`` (see :func:`config_spec`).
+
+    >>> means_sql_server_type("tinyint"), means_sql_server_type("timestamp"), means_sql_server_type("money")
+    (True, False, True)
+    """
+    low = str(type_name).strip().lower()
+    return (low in _SQL_SERVER_MEANING or not is_spark_type(low)) and is_sql_server_type(low)
+
+
 def config_spec(name: str, type_name: str, *, ordinal: int | None = None, lob: bool = False) -> ColumnSpec:
     """A ``columns:`` entry whose values are text (a change-table export, a default decoder): a
     Spark SQL type as it is, else a SQL Server type name by :func:`spec_for_sql_type`. Where both
@@ -92,7 +107,7 @@ def config_spec(name: str, type_name: str, *, ordinal: int | None = None, lob: b
     ('timestamp_ntz', 'boolean')
     """
     low = str(type_name).strip().lower()
-    if (low in ("float", "tinyint") or not is_spark_type(low)) and is_sql_server_type(low):
+    if means_sql_server_type(low):
         return spec_for_sql_type(name, low, ordinal=ordinal, lob=lob)
     return ColumnSpec(name, low, lob=lob, ordinal=ordinal, source_type=str(type_name))
 

@@ -63,7 +63,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_fast, _debezium_tx
 from sqlcdc.formats._debezium_events import OPS, SOURCE_FIELDS, changed_columns, claims, epoch_millis, matches, op_name
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
-from sqlcdc.formats._sqlserver import is_spark_type, is_sql_server_type, spec_for_sql_type
+from sqlcdc.formats._sqlserver import means_sql_server_type, spec_for_sql_type
 from sqlcdc.formats.base import claimants, json_trim, nested_keys_in, one_json_value, read_text_lines, record_id
 from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, null_key_reasons, provided_columns, split_value_errors, typed_struct
 
@@ -157,8 +157,7 @@ def spec_from_config(column: dict[str, Any]) -> ColumnSpec:
         return ColumnSpec(name, "binary", "base64")
     if low == "date":  # Connect's Date: the connector writes every date as days since 1970
         return spec_from_connect_field({"field": name, "type": "int32", "name": "io.debezium.time.Date"})
-    # tinyint: SQL Server's (0..255, the connector's INT16), not Spark's signed byte
-    if (low == "tinyint" or not is_spark_type(low)) and is_sql_server_type(low):
+    if means_sql_server_type(low):  # tinyint too: SQL Server's 0..255 (the connector's INT16)
         return _spec_of_sql_type(name, low, bool(column.get("lob", False)))
     return ColumnSpec(name, low, "text", lob=bool(column.get("lob", False)))
 
