@@ -810,7 +810,7 @@ def main() -> int:
     ap.add_argument("--qlik-metadata", choices=("first", "any"), default="first",
                     help="the run the Qlik metadata message lands in: the first, or any (data may come first)")
     ap.add_argument("--odd-names", action="store_true",
-                    help=f"columns named {', '.join(ODD_NAMES.values())} (dots, a dash, a non-ASCII letter, #)")
+                    help=f"columns named {', '.join(ODD_NAMES.values())} (dots, a dash, a non-ASCII letter, #)".replace("%", "%%"))
     ap.add_argument("--composite-key", action="store_true",
                     help="key every table on (region, id): a text and an int part")
     ap.add_argument("--wide-types", action="store_true",
