@@ -271,6 +271,29 @@ def _deduplicated(good: DataFrame, apart: tuple[str, ...] = ()) -> DataFrame:
     )
 
 
+def dealt(rows: DataFrame) -> DataFrame:
+    """``rows`` (each with ``_rank``, its place in command order) + ``_slot_seq``/``_slot_serial``:
+    the (seqval, serial) that holds place ``_rank`` in seqval order among the changes of its commit
+    (NULL for rows that are not changes). One pass, no join: each change row also offers its own
+    slot under its seqval rank, and a window over (commit, place) hands it to the row taking that
+    place. A self-join computed the whole parse of the rows twice (both sides of it), ~half the
+    decode's time."""
+    chg = F.col("_chg")
+    by_seqval = Window.partitionBy("_chg", "_start").orderBy("_seq", "_serial")
+    rows = rows.select("*", F.when(chg, F.row_number().over(by_seqval)).alias("_slot_rank"))
+    offer = F.explode(F.when(chg, F.array(F.lit(False), F.lit(True))).otherwise(F.array(F.lit(False))))
+    sides = rows.select("*", offer.alias("_offer"))
+    place = F.when(F.col("_offer"), F.col("_slot_rank")).otherwise(F.col("_rank"))
+    sides = sides.select("*", place.alias("_place"))
+    at_place = Window.partitionBy("_chg", "_start", "_place")
+    slot = F.first(F.when(F.col("_offer"), F.struct(F.col("_seq").alias("seq"), F.col("_serial").alias("serial"))),
+                   ignorenulls=True).over(at_place)
+    taken = sides.select("*", slot.alias("_slot")).where(~F.col("_offer"))
+    # the helper columns stay: naming the others would need the frame's schema (analysis, which a
+    # pipeline query function may not ask for)
+    return taken.select("*", F.col("_slot.seq").alias("_slot_seq"), F.col("_slot.serial").alias("_slot_serial"))
+
+
 def lob_provided(columns: list[ColumnSpec], is_update: Column, image: Column, mask: Column) -> Column | None:
     """``provided_columns`` of an update whose LOB column is NULL while the update mask (when there
     is one) says the column did not change: every column but those (not provided: gold keeps its

@@ -171,7 +171,7 @@ from sqlcdc.formats import Decoded, Decoder, _ct_net
 from sqlcdc.formats._ct_exports import UNREADABLE, read_bronze
 from sqlcdc.formats._ct_names import (NAME, OPERATION, ROW_FILTERS, SEQVAL, START_LSN, capture_instance_col, changes_function,
                                       row_filter, table_capture_instance)
-from sqlcdc.formats._ct_values import _deduplicated, _parsed, changed_from_mask, lob_provided, table_option
+from sqlcdc.formats._ct_values import _deduplicated, _parsed, changed_from_mask, dealt, lob_provided, table_option
 from sqlcdc.formats._ct_values import quarantine_columns as _q_columns
 from sqlcdc.formats._masks import mask_has
 from sqlcdc.formats._sqlserver import config_spec
@@ -359,17 +359,7 @@ def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> 
     by_command = Window.partitionBy("_chg", "_start").orderBy(
         F.col("_cmd").asc_nulls_first(), F.when(F.col("_cmd").isNotNull(), F.col("_op_rank")), "_seq", "_serial"
     )
-    by_seqval = Window.partitionBy("_start").orderBy("_seq", "_serial")
-    ranked = rows.select("*", F.row_number().over(by_command).alias("_rank"))
-    slots = rows.where(chg).select(
-        F.col("_start").alias("_slot_start"),
-        F.row_number().over(by_seqval).alias("_slot_rank"),
-        F.col("_seq").alias("_slot_seq"),
-        F.col("_serial").alias("_slot_serial"),
-    )
-    ranked = ranked.join(
-        slots, ranked["_chg"] & (ranked["_start"] == slots["_slot_start"]) & (ranked["_rank"] == slots["_slot_rank"]),
-        "left")
+    ranked = dealt(rows.select("*", F.row_number().over(by_command).alias("_rank")))
 
     change = model.change_row(
         change_id=F.concat_ws(":", F.lit(NAME), F.lit(ci), F.col("_start"), F.col("_seq"), op_code),
