@@ -99,6 +99,11 @@ STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
 _LONG_NUMBER = r":\s*-?[0-9][0-9.]{15,}"
 
 
+def _text_decimal(spec: ColumnSpec) -> bool:
+    """A decimal column read from text: the kind :func:`_through_double` may find read through a double."""
+    return bool(re.match(r"\s*decimal\(", spec.spark_type)) and spec.encoding == "text"
+
+
 def _through_double(v: Column, spec: ColumnSpec, long_number: Column) -> Column | None:
     """Where ``v`` (a decimal column's text from ``from_json``) may be a JSON number Spark read
     through a double, its digits lost (``922337203685477.5807`` -> ``9.223372036854776E14``,
@@ -107,7 +112,7 @@ def _through_double(v: Column, spec: ColumnSpec, long_number: Column) -> Column 
     digits or more (Java may spell a double with more digits than its shortest). A number of up to
     15 digits survives a double. NULL: not a decimal column. FOR JSON writes decimals and money as
     JSON numbers; so does a Parquet row here."""
-    if not re.match(r"\s*decimal\(", spec.spark_type) or spec.encoding != "text":
+    if not _text_decimal(spec):
         return None
     number = v.rlike(r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$") & v.rlike("[.eE]")
     digits = F.length(F.regexp_replace(F.regexp_replace(v, "[eE].*$", ""), "[^0-9]", ""))
@@ -135,7 +140,7 @@ def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column, exact:
     entries = []
     for c in columns:
         v = m[c.name]
-        if _through_double(v, c, F.lit(True)) is not None:  # a decimal: the exact text where the row was read again
+        if _text_decimal(c):  # the exact text where the row was read again
             v = F.coalesce(exact[c.name], v)
         if c.spark_type != "string" or c.encoding != "text" or c.json_value:
             v = F.when(csv_row & (v == ""), F.lit(None)).otherwise(v)
