@@ -206,7 +206,7 @@ def _time_of_day(raw: Column, unit: str) -> Column:
     return F.when(in_day, F.date_format(F.timestamp_add(unit, micros.try_cast("bigint"), F.expr(_EPOCH_NTZ)), "HH:mm:ss.SSSSSS"))
 
 
-def _decimal_type(spark_type: str) -> tuple[int, int] | None:
+def decimal_type(spark_type: str) -> tuple[int, int] | None:
     """(precision, scale) of a decimal Spark type name, else None. ``decimal`` alone = (10, 0)."""
     m = _DECIMAL_RE.match(spark_type)
     if not m:
@@ -215,14 +215,14 @@ def _decimal_type(spark_type: str) -> tuple[int, int] | None:
 
 
 def _decimal_scale(spark_type: str) -> int:
-    found = _decimal_type(spark_type)
+    found = decimal_type(spark_type)
     return found[1] if found else 0
 
 
 def _exact_decimal(raw: Column, spark_type: str) -> Column:
     """Decimal text -> ``spark_type`` without rounding: NULL when the value has more significant
     digits after the point than the scale (``10.005`` into decimal(10,2)), or does not fit."""
-    p, s = _decimal_type(spark_type) or (38, 0)
+    p, s = decimal_type(spark_type) or (38, 0)
     t = F.trim(raw)
     typed = t.try_cast(spark_type)
     excess = F.substring(F.regexp_extract(t, r"\.([0-9]*)$", 1), s + 1, 1 << 20)
@@ -234,7 +234,7 @@ def _exact_decimal(raw: Column, spark_type: str) -> Column:
 
 
 def _decimal_problem(raw: Column, spark_type: str) -> Column:
-    p, s = _decimal_type(spark_type) or (38, 0)
+    p, s = decimal_type(spark_type) or (38, 0)
     t = F.trim(raw)
     number = t.rlike(_PLAIN_NUMBER) | t.rlike(_SCI_NUMBER)
     fits = t.try_cast(f"decimal(38,{38 - (p - s)})").isNotNull()
@@ -287,7 +287,7 @@ def _convert(raw: Column, spec: ColumnSpec) -> Column:
         if t.lower() == "boolean":
             low = F.lower(F.trim(raw))
             return F.when(low.isin("true", "1"), F.lit(True)).when(low.isin("false", "0"), F.lit(False))
-        if _decimal_type(t):
+        if decimal_type(t):
             return _exact_decimal(raw, t)
         if _source_base(spec) == "time" and t.lower() == "string":  # one spelling: Debezium's, 7th digit floored
             secs = F.coalesce(F.nullif(F.substring(raw, 7, 2), F.lit("")), F.lit("00"))
@@ -369,7 +369,7 @@ def _problem(raw: Column, spec: ColumnSpec) -> Column:
         out = F.when(_integral(raw).isNotNull(), F.lit(_OUT_OF_RANGE_DATE))
     elif enc in ("millis_of_day", "micros_of_day", "nanos_of_day"):
         out = F.when(_integral(raw).isNotNull(), F.lit("outside one day (negative, or 24:00:00 and later)"))
-    elif _decimal_type(spec.spark_type) and enc in ("text", "base64_decimal"):
+    elif decimal_type(spec.spark_type) and enc in ("text", "base64_decimal"):
         out = _decimal_problem(raw, spec.spark_type)
         if enc == "base64_decimal":
             out = F.coalesce(out, F.when(F.try_to_binary(raw, F.lit("base64")).isNotNull(),

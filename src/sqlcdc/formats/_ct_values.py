@@ -8,8 +8,6 @@ docstring, "Decoding".
 
 from __future__ import annotations
 
-import re
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -29,7 +27,8 @@ from sqlcdc.formats._ct_names import (
 )
 from sqlcdc.formats._masks import mask_has, mask_names
 from sqlcdc.formats.base import nested_keys_in, one_json_value
-from sqlcdc.values import COMMIT_TIME_RANGE, VALUE_WARNINGS_COL, ColumnSpec, commit_time, null_key_reasons, split_value_errors, typed_struct
+from sqlcdc.values import (COMMIT_TIME_RANGE, VALUE_WARNINGS_COL, ColumnSpec, commit_time, decimal_type, null_key_reasons,
+                           split_value_errors, typed_struct)
 
 __all__ = ["binary_hex", "changed_from_mask", "lsn_text"]
 
@@ -101,7 +100,7 @@ _LONG_NUMBER = r":\s*-?[0-9][0-9.]{15,}"
 
 def _text_decimal(spec: ColumnSpec) -> bool:
     """A decimal column read from text: the kind :func:`_through_double` may find read through a double."""
-    return bool(re.match(r"\s*decimal\(", spec.spark_type)) and spec.encoding == "text"
+    return decimal_type(spec.spark_type) is not None and spec.encoding == "text"
 
 
 def _through_double(v: Column, spec: ColumnSpec, long_number: Column) -> Column | None:
