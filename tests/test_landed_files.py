@@ -107,6 +107,7 @@ def test_a_local_streaming_read_keeps_what_it_can_and_adds_a_row_per_damaged_fil
     _land(landing)
     (landing / "h.json").write_text('{"__sqlcdc_unreadable_file": null}\n')  # a record cannot pass for a marker
     (landing / "i.json").write_bytes(b'{"name": "caf\xe9"}\n' + GOOD[0].encode() + b"\n")  # a Latin-1 line, then a good one
+    (landing / "j.json").write_bytes(GOOD[1].encode("utf-16"))  # as PowerShell 5's Out-File writes: UTF-16 with its BOM
     src = debezium.DECODER  # its bronze is read_text_lines over the landing folder
     from sqlcdc.config import SourceConfig
 
@@ -139,10 +140,14 @@ def test_a_local_streaming_read_keeps_what_it_can_and_adds_a_row_per_damaged_fil
         ("d.json.gz", "file d.json.gz cannot be read: not a whole gzip file", ["unreadable_file"]),
         ("e.json.bz2", "file e.json.bz2 cannot be read: not a whole bzip2 file", ["unreadable_file"]),
         ("i.json", "not UTF-8 text: byte e9 at offset 13", ["not_utf8"]),
+        ("j.json", "not UTF-8 text: byte ff at offset 0", ["not_utf8"]),
     ]
+    assert [r.reason for r in q if Path(r.bronze_file).name == "j.json"] == [
+        "not UTF-8 text: byte ff at offset 0 (invalid start byte); it begins with a UTF-16 byte order mark (ff fe): "
+        "land the file as UTF-8"]
     # the quarantine row shows the bad byte as U+FFFD: every client reads it (Arrow refused the bytes)
-    assert [r.raw for r in q if r.rules == ["not_utf8"]] == ['{"name": "caf\ufffd"}']
-    assert len(base.rejected_before_decoding(bronze, "s", "debezium").toPandas()) == 4
+    assert [r.raw for r in q if Path(r.bronze_file).name == "i.json"] == ['{"name": "caf\ufffd"}']
+    assert len(base.rejected_before_decoding(bronze, "s", "debezium").toPandas()) == 5
 
     run()  # nothing new landed: no new row, the markers are not read twice
     assert spark.read.parquet(str(out)).count() == bronze.count()

@@ -324,14 +324,20 @@ def utf8_problem(raw: bytes | bytearray | None) -> str | None:
 
     >>> utf8_problem(b'{"name": "caf\\xe9"}')
     'not UTF-8 text: byte e9 at offset 13 (invalid continuation byte)'
+    >>> utf8_problem('{"id": 1}'.encode("utf-16"))[:97]
+    'not UTF-8 text: byte ff at offset 0 (invalid start byte); it begins with a UTF-16 byte order mark'
     """
     if raw is None:
         return None
+    raw = bytes(raw)
     try:
-        bytes(raw).decode("utf-8")
+        raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        bad = bytes(raw)[e.start:e.end]
-        return f"not UTF-8 text: byte{'s' if len(bad) > 1 else ''} {bad.hex(' ')} at offset {e.start} ({e.reason})"
+        bad = raw[e.start:e.end]
+        why = f"not UTF-8 text: byte{'s' if len(bad) > 1 else ''} {bad.hex(' ')} at offset {e.start} ({e.reason})"
+        if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # what Windows tools (PowerShell 5's Out-File) write
+            why += f"; it begins with a UTF-16 byte order mark ({raw[:2].hex(' ')}): land the file as UTF-8"
+        return why
     return None
 
 
