@@ -122,3 +122,46 @@ def test_a_time_of_day_has_one_spelling_from_every_producer(spark):
     (row,) = df.groupBy().agg(*[F.max(F.when(F.col("i") == i, typed_value(F.col("raw"), spec))).alias(f"v{i}")
                                for i, (spec, _, _) in enumerate(cases)]).collect()
     assert list(row) == [want for _, _, want in cases]
+
+
+#: Decimal texts at the edges of the exactness check: an exponent that moves the last nonzero digit
+#: past the scale (until 2026-12-05 ``1e-400`` read as 0.00 and ``1.0...01e1`` as 10.00: a cast at
+#: scale 30 rounded them before the comparison), trailing zeros either side of the point, zero.
+DECIMAL_TEXTS = ["1e-400", "1.00000000000000000000000000000000001e1", "1200e-2", "1200E-4", "0e-9999", "-0.000e5",
+                 "12.3400e0", "1.2345e2", "1.23456e2", ".5e1", "5.E0", "+1E+2", "9.999e2", "1e8", "1e7", "-1.5e-2",
+                 "99999999.99", "99999999.995", "10.005", "10.0050", "-0", "007.10", "1e-2", "1e-3", "123e-3"]
+
+
+def _decimal_texts() -> list[str]:
+    rng = random.Random(11)
+    out = list(DECIMAL_TEXTS)
+    for _ in range(300):
+        digits = "".join(rng.choice("0000123456789") for _ in range(rng.randint(1, 40)))
+        point = rng.randint(0, len(digits))
+        mantissa = digits[:point] + ("." if rng.random() < 0.7 else "") + digits[point:]
+        if mantissa == ".":
+            mantissa = "0"
+        sign = rng.choice(["", "-", "+"])
+        out.append(sign + mantissa + (f"{rng.choice('eE')}{rng.randint(-45, 45)}" if rng.random() < 0.6 else ""))
+    return out
+
+
+def test_decimal_text_reads_exactly_or_not_at_all(spark):
+    """A number's text types as decimal(p,s) exactly when Python's ``Decimal`` of it has no nonzero
+    digit beyond the scale and fits the precision; anything else is NULL (the decoders quarantine it
+    as "would be rounded" or "out of range"), never a rounded value."""
+    texts = _decimal_texts()
+    cases = dict(enumerate((x, t) for x in texts for t in TYPES))
+    df = spark.createDataFrame([(i, x, t) for i, (x, t) in cases.items()], "i int, raw string, t string")
+    typed = [F.when(F.col("t") == t, typed_value(F.col("raw"), ColumnSpec("v", t, encoding="text")).cast("string"))
+             for t in TYPES]
+    got = {r.i: r.v for r in df.select("i", F.coalesce(*typed).alias("v")).collect()}
+    wrong = []
+    for i, (x, t) in cases.items():
+        p, s = (int(n) for n in t[len("decimal("):-1].split(","))
+        exact = Decimal(x)
+        q = exact.quantize(Decimal(1).scaleb(-s), context=Context(prec=400))
+        want = q if q == exact and abs(q) < 10 ** (p - s) else None
+        if (Decimal(got[i]) if got[i] is not None else None) != want:
+            wrong.append(f"{x} as {t}: got {got[i]}, expected {want}")
+    assert not wrong, f"{len(wrong)} of {len(cases)} wrong, e.g. " + "; ".join(wrong[:5])

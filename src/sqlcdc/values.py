@@ -145,7 +145,6 @@ _DECIMAL_RE = re.compile(r"^\s*(?:decimal|numeric|dec)\s*(?:\(\s*(\d+)\s*(?:,\s*
 _INTEGRAL_TEXT = r"^\s*[+-]?[0-9]{1,38}\s*$"
 _PLAIN_NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
 _SCI_NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)[eE][+-]?[0-9]{1,4}$"
-_INF = float("inf")
 
 
 def _dec(n: int) -> Column:
@@ -222,14 +221,16 @@ def _decimal_scale(spark_type: str) -> int:
 def _exact_decimal(raw: Column, spark_type: str) -> Column:
     """Decimal text -> ``spark_type`` without rounding: NULL when the value has more significant
     digits after the point than the scale (``10.005`` into decimal(10,2)), or does not fit."""
-    p, s = decimal_type(spark_type) or (38, 0)
+    s = (decimal_type(spark_type) or (38, 0))[1]
     t = F.trim(raw)
     typed = t.try_cast(spark_type)
     excess = F.substring(F.regexp_extract(t, r"\.([0-9]*)$", 1), s + 1, 1 << 20)
     plain_ok = t.rlike(_PLAIN_NUMBER) & excess.rlike("^0*$")
-    # 1.0005e1: compare with the same value read at the widest scale that keeps the integer digits
-    wide = t.try_cast(f"decimal(38,{38 - (p - s)})")
-    sci_ok = t.rlike(_SCI_NUMBER) & (wide == typed)
+    # 1.0005e1: its last nonzero digit, moved by the exponent, within the scale (a cast rounds 1e-400 to 0)
+    whole, digits = F.regexp_extract(t, "^[+-]?([0-9]*)", 1), F.regexp_extract(t, r"^[+-]?([0-9.]*)", 1)
+    significant = F.regexp_extract(F.translate(digits, ".", ""), "^([0-9]*[1-9])", 1)
+    places = F.length(significant) - F.length(whole) - F.regexp_extract(t, "[eE](.*)$", 1).cast("int")
+    sci_ok = t.rlike(_SCI_NUMBER) & ((significant == "") | (places <= s))
     return F.when(plain_ok | sci_ok, typed)
 
 
@@ -261,7 +262,7 @@ def _in_domain(typed: Column, spec: ColumnSpec) -> Column:
         lo, hi = _TS_RANGE[t]
         checks.append(typed.between(F.expr(lo), F.expr(hi)))
     elif t in ("float", "double", "real"):
-        checks.append(~F.isnan(typed) & (F.abs(typed) != F.lit(_INF)))
+        checks.append(~F.isnan(typed) & (F.abs(typed) != F.lit(float("inf"))))
     elif t == "string" and spec.encoding == "text":
         checks.append(~typed.contains("\ufffd"))
         shape = _STRING_SHAPE.get(_source_base(spec))

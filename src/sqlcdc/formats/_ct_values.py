@@ -25,6 +25,7 @@ from sqlcdc.formats._ct_names import (
     capture_instance_col,
     table_capture_instance,
 )
+from sqlcdc.formats._json_numbers import number_as_written
 from sqlcdc.formats._masks import mask_has, mask_names
 from sqlcdc.formats.base import nested_keys_in, one_json_value
 from sqlcdc.values import (COMMIT_TIME_RANGE, VALUE_WARNINGS_COL, ColumnSpec, commit_time, decimal_type, null_key_reasons,
@@ -94,8 +95,9 @@ def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
 STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
 
 
-#: A JSON number of 16 characters or more ([0-9.]) after a key: more digits than a double keeps.
-_LONG_NUMBER = r":\s*-?[0-9][0-9.]{15,}"
+#: A JSON number after a key of 16 characters or more ([0-9.]): more digits than a double keeps; or
+#: with an exponent: ``1e-400`` is 0.0 as a double.
+_LONG_NUMBER = r":\s*-?[0-9](?:[0-9.]{15}|[0-9.]*[eE])"
 
 
 def _text_decimal(spec: ColumnSpec) -> bool:
@@ -119,15 +121,17 @@ def _through_double(v: Column, spec: ColumnSpec, long_number: Column) -> Column 
 
 
 def _exact_numbers(value: Column, m: Column, columns: list[ColumnSpec]) -> Column:
-    """The row's values read exactly (a VARIANT keeps a JSON number's digits), where a decimal
-    column's value may have been read through a double (:func:`_through_double`); else NULL, and
-    the row is parsed once."""
+    """The decimal columns' values read exactly (a VARIANT keeps a JSON number's digits, or
+    :func:`~sqlcdc.formats._json_numbers.number_as_written` takes them from the text), where one may have
+    been read through a double (:func:`_through_double`); else NULL, and the row is parsed once."""
     long_number = value.rlike(_LONG_NUMBER)
-    lossy = [x for x in (_through_double(m[c.name], c, long_number) for c in columns) if x is not None]
-    if not lossy:
+    decimals = [c for c in columns if _text_decimal(c)]
+    if not decimals:
         return F.lit(None).cast("map<string,string>")
-    return F.when(frames.any_of(lossy) & m[WHOLE_ROW_HINT].isNull(),  # a CSV row's values are text
-                  F.try_variant_get(F.try_parse_json(value), "$", "map<string,string>"))
+    lossy = [_through_double(m[c.name], c, long_number) for c in decimals]
+    exact = frames.let(F.try_variant_get(F.try_parse_json(value), "$", "map<string,variant>"), lambda vm: F.create_map(
+        *[x for c in decimals for x in (F.lit(c.name), number_as_written(vm[c.name], value, c.name))]))
+    return F.when(frames.any_of(lossy) & m[WHOLE_ROW_HINT].isNull(), exact)  # a CSV row's values are text
 
 
 def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column, exact: Column) -> Column:
