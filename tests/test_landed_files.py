@@ -108,6 +108,8 @@ def test_a_local_streaming_read_keeps_what_it_can_and_adds_a_row_per_damaged_fil
     (landing / "h.json").write_text('{"__sqlcdc_unreadable_file": null}\n')  # a record cannot pass for a marker
     (landing / "i.json").write_bytes(b'{"name": "caf\xe9"}\n' + GOOD[0].encode() + b"\n")  # a Latin-1 line, then a good one
     (landing / "j.json").write_bytes(GOOD[1].encode("utf-16"))  # as PowerShell 5's Out-File writes: UTF-16 with its BOM
+    bom = "\ufeff".encode()  # UTF-8's byte order mark: two files that began with one, concatenated
+    (landing / "k.json").write_bytes(bom + GOOD[0].encode() + b"\n" + bom + GOOD[2].encode() + b"\r\n" + bom + b"\n")
     src = debezium.DECODER  # its bronze is read_text_lines over the landing folder
     from sqlcdc.config import SourceConfig
 
@@ -130,6 +132,8 @@ def test_a_local_streaming_read_keeps_what_it_can_and_adds_a_row_per_damaged_fil
     assert sorted(by_file["a.json"]) == sorted(by_file["b.json.gz"]) == sorted(GOOD)
     assert by_file["h.json"] == ['{"__sqlcdc_unreadable_file": null}']
     assert by_file["i.json"] == [GOOD[0]]
+    # each line's mark dropped, as Spark drops a file's; a bare mark is an empty line (to Debezium a tombstone)
+    assert by_file["k.json"] == [GOOD[0], GOOD[2], ""]
     assert "d.json.gz" not in by_file and ".f.json.gz" not in by_file and "g.txt.gz" not in by_file
     # what Spark decompressed before the cut: lines of the file (the last one may be cut short)
     assert all(any(g.startswith(v) for g in GOOD) for v in by_file.get("c.json.gz", []))

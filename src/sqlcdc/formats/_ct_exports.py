@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 
 from sqlcdc.config import ConfigError, SourceConfig
 from sqlcdc.formats._ct_names import META_COLUMNS, OPERATION, START_LSN, capture_instance_of
-from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, is_blank, landed_files_reader, local_path, record_id
+from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, is_blank, landed_files_reader, local_path, record_id, without_bom
 
 __all__ = [
     "BINARY_HINT",
@@ -115,12 +115,12 @@ def _read(spark: SparkSession, fmt: str, paths: list[str] | str, source: SourceC
             reader = reader.option("pathGlobFilter", glob)
     many = [paths] if isinstance(paths, str) else [_spark_path(p) for p in paths]
     if fmt == "json":
-        lines = reader.format("text").load(many)
-        return lines.where(~is_blank(F.col("value"))).select(
-            "value",
+        lines = reader.format("text").load(many).select(
+            without_bom(F.col("value")).alias("value"),
             F.col("_metadata.file_path").alias("source_file"),
             F.col("_metadata.file_modification_time").alias("ingest_time"),
         )
+        return lines.where(~is_blank(F.col("value")))
     if fmt == "csv":
         raw = (
             reader.option("header", "true")

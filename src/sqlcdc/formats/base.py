@@ -66,8 +66,8 @@ def read_text_lines(spark: SparkSession, landing: str, *, streaming: bool = True
     row for the file (:data:`UNREADABLE_FILE`, with the reason) that the pipeline quarantines.
     """
     def rows(raw: DataFrame) -> DataFrame:
-        lines = raw if blank_lines else raw.where(~is_blank(F.col("value")))
-        return bronze_columns(lines.select("value", F.col("_metadata.file_path").alias("source_file")))
+        lines = raw.select(without_bom(F.col("value")).alias("value"), F.col("_metadata.file_path").alias("source_file"))
+        return bronze_columns(lines if blank_lines else lines.where(~is_blank(F.col("value"))))
 
     return read_landed_files(spark, landing, file_format="text", streaming=streaming, glob=glob, rows=rows)
 
@@ -256,6 +256,13 @@ def json_trim(text: Column) -> Column:
     is: Spark's ``trim`` with a character set scans the whole text and allocates two arrays of its
     length on each call (``UTF8String.trimRight``), ~10% of Debezium's silver in a profile."""
     return F.when(text.startswith("{") & text.endswith("}"), text).otherwise(F.trim(text, F.lit(JSON_WHITESPACE)))
+
+
+def without_bom(line: Column) -> Column:
+    """``line`` without a leading UTF-8 byte order mark (U+FEFF), which RFC 8259 lets a reader
+    ignore: Spark's text reader drops one at a file's start, not at a line's, so the first record
+    of each file in a concatenation of such files (``cat a.json b.json``) was "not a JSON object"."""
+    return F.when(line.startswith("\ufeff"), line.substr(F.lit(2), F.length(line))).otherwise(line)
 
 
 def is_blank(text: Column) -> Column:
