@@ -15,18 +15,38 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["NUMBER_NOT_FOUND", "number_as_written"]
+__all__ = ["INEXACT_NUMBER", "NUMBER_NOT_FOUND", "number_as_written", "numbers_as_written"]
+
+#: A JSON number after a key that a VARIANT may hold as a double: with an exponent, or 39 or more
+#: characters of digits and point (a row-level test, so the rest of the rows pay nothing).
+INEXACT_NUMBER = r":\s*-?[0-9](?:[0-9.]{38}|[0-9.]*[eE])"
 
 #: What :func:`number_as_written` gives for a number it cannot find in the record's text.
 NUMBER_NOT_FOUND = "(a JSON number a double cannot hold exactly, its key written with escapes)"
 
 
-def number_as_written(item: Column, record: Column, name: str) -> Column:
+def _written(record: Column, name: Column) -> Column:
+    """The first JSON number written after the key ``name`` in ``record``, as written; "" if none."""
+    quoted = F.replace(name, F.lit("\\E"), F.lit("\\E\\\\E\\Q"))
+    pattern = F.concat(F.lit('"\\Q'), quoted, F.lit('\\E"\\s*:\\s*(-?[0-9][0-9.eE+-]*)'))
+    return F.call_function("regexp_extract", record, pattern, F.lit(1))
+
+
+def number_as_written(item: Column, record: Column, name: str | Column) -> Column:
     """The text of ``item``, the VARIANT of the key ``name`` of the JSON text ``record``. A VARIANT
     holds a number written with an exponent or more than 38 digits as a double (``1e-400`` is 0.0
     there, ``1.0000000000000000000000000000000000000001`` is 1.0): such a number is taken as the
     record writes it, so a decimal column reads it exactly or says why not, never rounded."""
-    quoted = name.replace("\\E", "\\E\\\\E\\Q")
-    written = F.regexp_extract(record, '"\\Q' + quoted + '\\E"\\s*:\\s*(-?[0-9][0-9.eE+-]*)', 1)
+    written = _written(record, F.lit(name) if isinstance(name, str) else name)
     return F.when(F.schema_of_variant(item) == "DOUBLE", F.coalesce(F.nullif(written, F.lit("")), F.lit(NUMBER_NOT_FOUND))
                   ).otherwise(F.try_variant_get(item, "$", "string"))
+
+
+def numbers_as_written(texts: Column, items: Column, record: Column) -> Column:
+    """``texts`` (a JSON object's ``map<string,string>``) with each number that ``items`` (the same
+    object's ``map<string,variant>``) holds as a double taken as ``record`` writes it
+    (:func:`number_as_written`); the map as it is in a record with no such number
+    (:data:`INEXACT_NUMBER`), which is nearly every one."""
+    exact = F.transform_values(texts, lambda k, v: F.when(F.schema_of_variant(items[k]) == "DOUBLE",
+                                                          number_as_written(items[k], record, k)).otherwise(v))
+    return F.when(record.rlike(INEXACT_NUMBER), exact).otherwise(texts)

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from sqlcdc import frames
 from sqlcdc.config import SourceConfig, TableConfig
+from sqlcdc.formats._json_numbers import numbers_as_written
 from sqlcdc.formats.base import nested_keys, sole_claim
 from sqlcdc.formats._qlik_messages import _get, _parsed, valid
 from sqlcdc.values import commit_time_in_range, time_text
@@ -48,8 +49,9 @@ def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
         _get(h, "externalSchemaId", as_type="string").alias("_ext_id"),
         _get(h, "transactionEventCounter", as_type="bigint").alias("_counter"),
         _get(h, "transactionEventCounter", as_type="string").alias("_counter_text"),
-        F.try_variant_get(inner, "$['data']", "map<string,string>").alias("_data"),
-        F.try_variant_get(inner, "$['beforeData']", "map<string,string>").alias("_before_data"),
+        *[numbers_as_written(F.try_variant_get(inner, f"$['{k}']", "map<string,string>"),
+                             F.try_variant_get(inner, f"$['{k}']", "map<string,variant>"), F.col("value")).alias(name)
+          for k, name in (("data", "_data"), ("beforeData", "_before_data"))],
     )
     ids = versions.where(F.col("schema_id").isNotNull()).groupBy(F.col("schema_id").alias("_by_schema_id")).agg(
         F.max_by(F.struct("schema", "table"), "version").alias("_by_id")
