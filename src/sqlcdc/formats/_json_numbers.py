@@ -15,7 +15,9 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["INEXACT_NUMBER", "NUMBER_NOT_FOUND", "number_as_written", "numbers_as_written"]
+from sqlcdc import frames
+
+__all__ = ["INEXACT_NUMBER", "NUMBER_NOT_FOUND", "images_as_written", "number_as_written", "numbers_as_written"]
 
 #: A JSON number after a key that a VARIANT may hold as a double: with an exponent, or 39 or more
 #: characters of digits and point (a row-level test, so the rest of the rows pay nothing).
@@ -42,11 +44,33 @@ def number_as_written(item: Column, record: Column, name: str | Column) -> Colum
                   ).otherwise(F.try_variant_get(item, "$", "string"))
 
 
-def numbers_as_written(texts: Column, items: Column, record: Column) -> Column:
+def numbers_as_written(texts: Column, items: Column, record: Column, key: str | None = None) -> Column:
     """``texts`` (a JSON object's ``map<string,string>``) with each number that ``items`` (the same
     object's ``map<string,variant>``) holds as a double taken as ``record`` writes it
-    (:func:`number_as_written`); the map as it is in a record with no such number
+    (:func:`number_as_written`), looked for from the object's ``key`` on (``"after"``: an update's
+    ``before`` holds the same names); the map as it is in a record with no such number
     (:data:`INEXACT_NUMBER`), which is nearly every one."""
+    if key is not None:
+        record = record.substr(F.regexp_instr(record, F.lit(f'"{key}"\\s*:')), F.length(record))
     exact = F.transform_values(texts, lambda k, v: F.when(F.schema_of_variant(items[k]) == "DOUBLE",
                                                           number_as_written(items[k], record, k)).otherwise(v))
     return F.when(record.rlike(INEXACT_NUMBER), exact).otherwise(texts)
+
+
+def images_as_written(read: Column, record: Column, keys: tuple[str, ...], envelope: str | None = None) -> Column:
+    """``read`` (a struct parsed from the JSON text ``record``) with each of its ``map<string,string>``
+    fields ``keys`` given the numbers a double cannot hold as ``record`` writes them
+    (:func:`numbers_as_written`); the objects are at the top of ``record`` or under its key
+    ``envelope`` (Debezium's ``payload``). As read in nearly every record (:data:`INEXACT_NUMBER`).
+
+    >>> # images_as_written(F.from_json("value", ddl), F.col("value"), ("before", "after"), "payload")
+    """
+    def exact(v: Column) -> Column:  # the record parsed once (frames.let), only where it holds such a number
+        out = read
+        for k in keys:
+            paths = ([f"$['{envelope}']['{k}']"] if envelope else []) + [f"$['{k}']"]
+            items = F.coalesce(*[F.try_variant_get(v, path, "map<string,variant>") for path in paths])
+            out = out.withField(k, numbers_as_written(read[k], items, record, k))
+        return out
+
+    return F.when(record.rlike(INEXACT_NUMBER), frames.let(F.try_parse_json(record), exact)).otherwise(read)

@@ -50,7 +50,7 @@ def _data_rows(parsed: DataFrame, versions: DataFrame) -> DataFrame:
         _get(h, "transactionEventCounter", as_type="bigint").alias("_counter"),
         _get(h, "transactionEventCounter", as_type="string").alias("_counter_text"),
         *[numbers_as_written(F.try_variant_get(inner, f"$['{k}']", "map<string,string>"),
-                             F.try_variant_get(inner, f"$['{k}']", "map<string,variant>"), F.col("value")).alias(name)
+                             F.try_variant_get(inner, f"$['{k}']", "map<string,variant>"), F.col("value"), k).alias(name)
           for k, name in (("data", "_data"), ("beforeData", "_before_data"))],
     )
     ids = versions.where(F.col("schema_id").isNotNull()).groupBy(F.col("schema_id").alias("_by_schema_id")).agg(

@@ -64,6 +64,7 @@ from sqlcdc.formats import Decoded, Decoder, _debezium_fast, _debezium_tx
 from sqlcdc.formats._debezium_events import OPS, SOURCE_FIELDS, changed_columns, claims, epoch_millis, matches, op_name
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
 from sqlcdc.formats._sqlserver import means_sql_server_type, spec_for_sql_type
+from sqlcdc.formats._json_numbers import images_as_written
 from sqlcdc.formats.base import claimants, json_trim, nested_keys_in, one_json_value, read_text_lines, record_id
 from sqlcdc.values import COMMIT_TIME_RANGE, ColumnSpec, null_key_reasons, provided_columns, split_value_errors, typed_struct
 
@@ -233,7 +234,8 @@ def _parsed(bronze: DataFrame, skip: Column | None = None) -> DataFrame:
     staged = bronze.select("*", env.alias("_env"))
     payload_text = F.when(F.col("_env.payload").isNotNull(), F.col("_env.payload")).when(
         F.col("_env.op").isNotNull(), value)
-    staged = staged.select("*", F.from_json(payload_text, _PAYLOAD_DDL).alias("_payload"))
+    staged = staged.select("*", F.from_json(payload_text, _PAYLOAD_DDL).alias("_payload_read"))
+    staged = staged.select("*", images_as_written(F.col("_payload_read"), value, ("before", "after"), "payload").alias("_payload"))
     payload = F.col("_payload")
     # which image values were JSON objects or arrays (read as their JSON text into the maps)
     staged = staged.select("*", F.struct(
