@@ -62,6 +62,14 @@ CASES = [
     C("flat", "JSON nested 5000 levels", '{"id": 22, "name": ' + hr.DEEP + "}", debezium.NOT_JSON),
     C("flat", "two records on one line", json.dumps(flat(23)) + json.dumps(flat(24)), "more than one JSON document on one line"),
     C("flat", "a JSON array", "[1, 2]", "not a JSON object"),
+    # a JSON number a double cannot hold (Spark reads it as 0.0 / 1.0), plain and under the Connect schema
+    C("flat", "decimal number 1e-400", hr.with_raw(flat(25, price="@P@"), "@P@", "1e-400"),
+      'column price: cannot read ["1e-400"] as decimal(10,2) (base64_decimal): more than 2 digits after the decimal point'),
+    C("flat", "decimal number of 41 digits with the Connect schema",
+      flatten(json.dumps(hr.dbz_doc(26, price="@P@")), with_schema=True).replace('"@P@"', "1." + "0" * 39 + "1"),
+      "more than 2 digits after the decimal point (would be rounded)"),
+    C("flat", "good decimal number with an exponent", hr.with_raw(flat(27, price="@P@"), "@P@", "1.25e1"),
+      after=hr.dbz_typed(27, price=hr.Decimal("12.50"))),
 ]
 
 
