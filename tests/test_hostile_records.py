@@ -490,6 +490,14 @@ def ces_line(n: int, transaction: dict | None = None, **current_changes) -> str:
     return json.dumps(ces_doc(n, transaction, **current_changes))
 
 
+def ces_number(n: int, raw: str) -> str:
+    """An event whose ``current`` holds ``price`` as the JSON number ``raw`` (not text, as CES writes it)."""
+    placeholder = '\\\\\\"@P@\\\\\\"'  # the string "@P@" inside current, inside data: escaped twice
+    line = ces_line(n, price="@P@")
+    assert placeholder in line
+    return line.replace(placeholder, raw)
+
+
 def ces_typed(n: int, **changes) -> dict:
     return {"purchase_id": n, **CES_GOOD_TYPED, **changes}
 
@@ -539,6 +547,11 @@ CES_CASES = [
     Case("ces", "segmentindex beyond an Avro int", json.dumps(dict(ces_doc(29), segmentindex=2147483648)),
          "2147483648 is greater than the maximum of 2147483647"),
     # values
+    Case("ces", "decimal number 1e-400 (0.0 as a double)", ces_number(166, "1e-400"),
+         'column price: cannot read ["1e-400"] as decimal(10,2) (text): more than 2 digits after the decimal point'),
+    Case("ces", "decimal number of 41 digits (1.0 as a double)", ces_number(167, "1." + "0" * 39 + "1"),
+         "more than 2 digits after the decimal point (would be rounded)"),
+    Case("ces", "good decimal number with an exponent", ces_number(168, "1.25e1"), after=ces_typed(168, price=Decimal("12.50"))),
     Case("ces", "decimal with excess scale", ces_line(40, price="10.005"),
          'column price: cannot read ["10.005"] as decimal(10,2) (text): more than 2 digits after the decimal point'),
     Case("ces", "decimal 1e40", ces_line(41, price="1e40"), 'column price: cannot read ["1e40"] as decimal(10,2) (text): out of range'),

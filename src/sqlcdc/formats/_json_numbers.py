@@ -52,8 +52,8 @@ def numbers_as_written(texts: Column, items: Column, record: Column, key: str | 
     (:data:`INEXACT_NUMBER`), which is nearly every one."""
     if key is not None:
         record = record.substr(F.regexp_instr(record, F.lit(f'"{key}"\\s*:')), F.length(record))
-    exact = F.transform_values(texts, lambda k, v: F.when(F.schema_of_variant(items[k]) == "DOUBLE",
-                                                          number_as_written(items[k], record, k)).otherwise(v))
+    exact = frames.let(items, lambda its: F.transform_values(texts, lambda k, v: frames.let(its[k], lambda item: F.when(
+        F.schema_of_variant(item) == "DOUBLE", number_as_written(item, record, k)).otherwise(v))))
     return F.when(record.rlike(INEXACT_NUMBER), exact).otherwise(texts)
 
 
