@@ -166,8 +166,13 @@ def test_a_table_without_drop_rules_decodes_nothing_for_dropped_and_its_flow_res
     # does, so its checkpoint is resumed when a drop rule is added or taken away.
     registry, tmp_path = declared
     flows = {f.name: f for f in registry.flows}
-    plan = {name: flows[name].func()._jdf.queryExecution().analyzed().toString()
-            for name in ("dropped_fl_orders", "dropped_fl_customers")}
+    shown = spark.conf.get("spark.sql.debug.maxToStringFields")
+    spark.conf.set("spark.sql.debug.maxToStringFields", "1000")  # a plan's text names 25 columns, then "... more fields"
+    try:
+        plan = {name: flows[name].func()._jdf.queryExecution().analyzed().toString()
+                for name in ("dropped_fl_orders", "dropped_fl_customers")}
+    finally:
+        spark.conf.set("spark.sql.debug.maxToStringFields", shown)
     assert "_reasons" not in plan["dropped_fl_orders"] and "_reasons" in plan["dropped_fl_customers"]  # the decode's
     config, table_file = tmp_path / "config" / "pipeline.yml", tmp_path / "config" / "tables" / "fl_orders.yml"
     ck, out = tmp_path / "ck_dropped", tmp_path / "dropped_out"
