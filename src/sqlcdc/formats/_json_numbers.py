@@ -50,11 +50,10 @@ def numbers_as_written(texts: Column, items: Column, record: Column, key: str | 
     (:func:`number_as_written`), looked for from the object's ``key`` on (``"after"``: an update's
     ``before`` holds the same names); the map as it is in a record with no such number
     (:data:`INEXACT_NUMBER`), which is nearly every one."""
-    if key is not None:
-        record = record.substr(F.regexp_instr(record, F.lit(f'"{key}"\\s*:')), F.length(record))
+    within = record if key is None else record.substr(F.regexp_instr(record, F.lit(f'"{key}"\\s*:')), F.length(record))
     exact = frames.let(items, lambda its: F.transform_values(texts, lambda k, v: frames.let(its[k], lambda item: F.when(
-        F.schema_of_variant(item) == "DOUBLE", number_as_written(item, record, k)).otherwise(v))))
-    return F.when(record.rlike(INEXACT_NUMBER), exact).otherwise(texts)
+        F.schema_of_variant(item) == "DOUBLE", number_as_written(item, within, k)).otherwise(v))))
+    return F.when(record.rlike(INEXACT_NUMBER), exact).otherwise(texts)  # the image cut out only then
 
 
 def images_as_written(read: Column, record: Column, keys: tuple[str, ...], envelope: str | None = None) -> Column:
