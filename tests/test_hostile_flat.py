@@ -68,6 +68,12 @@ CASES = [
     C("flat", "decimal number of 41 digits with the Connect schema",
       flatten(json.dumps(hr.dbz_doc(26, price="@P@")), with_schema=True).replace('"@P@"', "1." + "0" * 39 + "1"),
       "more than 2 digits after the decimal point (would be rounded)"),
+    C("flat", "good decimal number of 20 digits (JsonConverter decimal.format=NUMERIC)",
+      hr.with_raw(flat(28, rate="@R@"), "@R@", "1234567890.1234567891"),
+      after=hr.dbz_typed(28, rate=hr.Decimal("1234567890.1234567891"))),
+    C("flat", "good decimal number of 20 digits with the Connect schema",
+      flatten(json.dumps(hr.dbz_doc(29, rate="@R@")), with_schema=True).replace('"@R@"', "1234567890.1234567891"),
+      after=hr.dbz_typed(29, rate=hr.Decimal("1234567890.1234567891"))),
     C("flat", "good decimal number with an exponent", hr.with_raw(flat(27, price="@P@"), "@P@", "1.25e1"),
       after=hr.dbz_typed(27, price=hr.Decimal("12.50"))),
 ]

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from sqlcdc import frames, lsn
 from sqlcdc.config import SourceConfig, TableConfig
 from sqlcdc.formats import _schema_check as sc
-from sqlcdc.formats._json_numbers import numbers_as_written
+from sqlcdc.formats._json_numbers import object_as_written
 from sqlcdc.formats.base import lone_surrogate_reason, nested_keys_in
 from sqlcdc.values import COMMIT_TIME_RANGE, commit_time
 
@@ -345,9 +345,8 @@ def _with_images(events: DataFrame) -> DataFrame:
     events = events.select("*", _image_map(F.col("old_text")).alias("_old_read"),
                            _image_map(F.col("current_text")).alias("_cur_read"))
     # a number a double cannot hold (1e-400, 41 digits) as the image writes it: parsed again only then
-    events = events.select("*", *[numbers_as_written(F.col(f"_{k}_read"), F.try_variant_get(
-        F.try_parse_json(F.col(f"{t}_text")), "$", "map<string,variant>"), F.col(f"{t}_text")).alias(f"_{k}")
-        for k, t in (("old", "old"), ("cur", "current"))])
+    events = events.select("*", *[object_as_written(F.col(f"_{k}_read"), F.col(f"{t}_text")).alias(f"_{k}")
+                                  for k, t in (("old", "old"), ("cur", "current"))])
     return events.select("*", nested_keys_in(F.col("old_text"), "$", F.col("_old")).alias("_old_nested"),
                          nested_keys_in(F.col("current_text"), "$", F.col("_cur")).alias("_cur_nested"))
 

@@ -25,7 +25,7 @@ from sqlcdc.formats._ct_names import (
     capture_instance_col,
     table_capture_instance,
 )
-from sqlcdc.formats._json_numbers import number_as_written
+from sqlcdc.formats._json_numbers import LONG_NUMBER, number_as_written
 from sqlcdc.formats._masks import mask_has, mask_names
 from sqlcdc.formats.base import nested_keys_in, one_json_value
 from sqlcdc.values import (COMMIT_TIME_RANGE, VALUE_WARNINGS_COL, ColumnSpec, commit_time, decimal_type, null_key_reasons,
@@ -95,11 +95,6 @@ def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
 STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
 
 
-#: A JSON number after a key of 16 characters or more ([0-9.]): more digits than a double keeps; or
-#: with an exponent: ``1e-400`` is 0.0 as a double.
-_LONG_NUMBER = r":\s*-?[0-9](?:[0-9.]{15}|[0-9.]*[eE])"
-
-
 def _text_decimal(spec: ColumnSpec) -> bool:
     """A decimal column read from text: the kind :func:`_through_double` may find read through a double."""
     return decimal_type(spec.spark_type) is not None and spec.encoding == "text"
@@ -124,7 +119,7 @@ def _exact_numbers(value: Column, m: Column, columns: list[ColumnSpec]) -> Colum
     """The decimal columns' values read exactly (a VARIANT keeps a JSON number's digits, or
     :func:`~sqlcdc.formats._json_numbers.number_as_written` takes them from the text), where one may have
     been read through a double (:func:`_through_double`); else NULL, and the row is parsed once."""
-    long_number = value.rlike(_LONG_NUMBER)
+    long_number = value.rlike(LONG_NUMBER)
     decimals = [c for c in columns if _text_decimal(c)]
     if not decimals:
         return F.lit(None).cast("map<string,string>")

@@ -49,12 +49,11 @@ from typing import Iterable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlcdc import frames
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder
 from sqlcdc.formats import debezium as dbz
 from sqlcdc.formats._connect_discovery import schema_envelope
-from sqlcdc.formats._json_numbers import INEXACT_NUMBER, numbers_as_written
+from sqlcdc.formats._json_numbers import object_as_written
 from sqlcdc.formats.base import json_trim, landed_folder, nested_keys_in, one_json_value
 from sqlcdc.values import ColumnSpec
 
@@ -88,10 +87,10 @@ def _parsed(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     wrapped = F.coalesce(F.map_contains_key(outer, "payload") & (
         (F.size(outer) == 1) | ((F.size(outer) == 2) & F.map_contains_key(outer, "schema"))), F.lit(False))
     m = F.when(wrapped, F.from_json(outer["payload"], "map<string,string>")).otherwise(outer)
-    # its numbers a double cannot hold (1e-400, 41 digits) as written, in the rare record holding one
-    m = F.when(value.rlike(INEXACT_NUMBER), frames.let(F.try_parse_json(value), lambda v: numbers_as_written(m, F.coalesce(
+    # its numbers exact (from_json wrote 1234567890.1234567891 through a double), in the rare record holding one
+    m = object_as_written(m, value, lambda v: F.coalesce(
         F.when(wrapped, F.try_variant_get(v, "$['payload']", "map<string,variant>")),
-        F.try_variant_get(v, "$", "map<string,variant>")), value))).otherwise(m)
+        F.try_variant_get(v, "$", "map<string,variant>")))
     bronze = bronze.select("*", m.alias("_flat_row"))
     m = F.col("_flat_row")
     row = F.map_filter(m, lambda k, _: ~k.startswith(p)) if p else m
