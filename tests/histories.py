@@ -25,7 +25,8 @@ a date, datetime2(6), bit, float, bigint, varbinary(16), uniqueidentifier and ti
 ``--exact-types`` adds a datetimeoffset, money, decimal(38,10), tinyint, real and datetime column
 (:data:`EXACT_TYPES`).
 ``--debezium-schema`` lands the Debezium events in the JSON converter's schema envelope and leaves
-their tables' columns to be discovered from it. ``--nasty-text`` adds names a writer must escape
+their tables' columns to be discovered from it; ``--decimal-numbers`` writes their decimals as bare
+JSON numbers (``decimal.format=NUMERIC``). ``--nasty-text`` adds names a writer must escape
 (quotes, commas, CR/LF, tabs, emoji, empty text, ``NULL``); ``--ct-export csv|parquet`` lands the
 change-table exports as CSV (each file its header, CRLF or LF; ``--csv-sep`` its delimiter) or
 typed Parquet; ``--ces-avro`` lands CES files as Avro or JSON lines. ``--snapshot`` lands the first
@@ -132,6 +133,19 @@ _EPOCH = datetime(1970, 1, 1)
 #: ``--debezium-schema``: Debezium events in the JSON converter's schema envelope
 #: (``schemas.enable=true``), their tables' columns discovered from it (no ``columns:``).
 DBZ_SCHEMA = {"on": False}
+#: ``--decimal-numbers``: Debezium's decimals as bare JSON numbers (the JSON converter's
+#: ``decimal.format=NUMERIC``), every digit. Rendered as a marked string (:func:`bare_decimal`) that
+#: survives the re-serialisations of the schema envelope, the flattening and the transaction topic
+#: (a Python float would not) and is written bare at the end of :func:`records`.
+DECIMAL_NUMBERS = {"on": False}
+
+
+def bare_decimal(text: str) -> str:
+    return f"\x01dec:{text}\x01"
+
+
+def with_bare_decimals(line: str) -> str:
+    return re.sub(r'"\\u0001dec:([^"\\]*)\\u0001"', r"\1", line)
 #: Each column's field in the envelope's Connect schema, as the JSON converter writes it.
 CONNECT_FIELDS = {
     "region": {"type": "string"}, "id": {"type": "int32"}, "name": {"type": "string"}, "qty": {"type": "int32"},
@@ -215,6 +229,8 @@ def rendered(producer: str, row: dict) -> dict:
             return None
         if c == "tod" and producer == "debezium":  # NanoTime: nanoseconds since midnight
             return sum(int(x) * m for x, m in zip(v[:8].split(":"), (3600, 60, 1))) * 10**9 + int(v[9:]) * 100
+        if c in ("price", "cash", "huge") and producer == "debezium" and DECIMAL_NUMBERS["on"]:
+            return bare_decimal(v)
         if c == "price" and producer == "debezium":
             return _b64_decimal(v)
         if c in ("cash", "huge"):  # Connect Decimal; FOR JSON: a JSON number (see :func:`json_line`)
@@ -575,7 +591,8 @@ def records(producer: str, changes: list[Change], rng: random.Random, *, initial
     wrap = with_connect_schema if DBZ_SCHEMA["on"] else (lambda line: line)
     if producer == "debezium_tx":  # with provide.transaction.metadata: the events and the transaction topic
         events, bounds = debezium_with_metadata(changes, rng)
-        return [wrap(x) for lines in events.values() for x in lines] + [x for lines in bounds.values() for x in lines]
+        return [with_bare_decimals(wrap(x)) for lines in events.values() for x in lines] + [
+            x for lines in bounds.values() for x in lines]
     out: list[str] = []
     for c in changes:
         if producer == "debezium":
@@ -588,7 +605,7 @@ def records(producer: str, changes: list[Change], rng: random.Random, *, initial
             out += ces(c, rng)
         else:
             out += qlik(c, c.pos == last[c.tx])
-    return out
+    return [with_bare_decimals(x) for x in out] if producer.startswith("debezium") else out
 
 
 # --- delivery: duplicated, shuffled, spread over runs and files ------------------------------------
@@ -819,6 +836,8 @@ def main() -> int:
                     help=f"add columns {', '.join(EXACT_TYPES)}: datetimeoffset, money, decimal(38,10), tinyint, real, datetime")
     ap.add_argument("--debezium-schema", action="store_true",
                     help="Debezium events in the JSON converter's schema envelope, their columns discovered from it")
+    ap.add_argument("--decimal-numbers", action="store_true",
+                    help="Debezium's decimals as bare JSON numbers, every digit (the JSON converter's decimal.format=NUMERIC)")
     ap.add_argument("--nasty-text", action="store_true",
                     help="names with quotes, commas, line breaks, tabs, emoji, 'NULL', empty text and the like")
     ap.add_argument("--ct-export", choices=("json", "csv", "parquet"), default="json",
@@ -840,6 +859,7 @@ def main() -> int:
     if args.exact_types:
         COLUMNS.extend(EXACT_TYPES)
     DBZ_SCHEMA["on"] = args.debezium_schema
+    DECIMAL_NUMBERS["on"] = args.decimal_numbers
     CT_EXPORT["as"] = args.ct_export
     SNAPSHOT["on"] = args.snapshot
     CT_EXPORT["sep"] = "\t" if args.csv_sep == "tab" else args.csv_sep
