@@ -531,6 +531,34 @@ def test_confluent_avro_values_decode_to_the_same_silver_as_their_json(spark):
     assert any("does not decode with schema id 42" in r for r in reasons)
 
 
+def test_confluent_avro_decimals_reach_silver_with_every_digit(spark):
+    """The Avro converter writes a Connect Decimal as Avro's decimal logical type; rendered to JSON it
+    is a JSON number, which Debezium's decode used to read through a double (2026-12-06:
+    ``1234567890.1234567891`` became ``1234567890.1234567000``)."""
+    from decimal import Decimal
+
+    money = {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 10}
+    value = {"type": "record", "name": "Value", "namespace": "server1.dbo.rates", "fields": [
+        {"name": "id", "type": "int"}, {"name": "rate", "type": ["null", money], "default": None}]}
+    schema = {**DEBEZIUM_AVSC, "namespace": "server1.dbo.rates", "fields": [
+        {"name": "before", "type": ["null", value], "default": None}, {"name": "after", "type": ["null", "Value"], "default": None},
+        *DEBEZIUM_AVSC["fields"][2:]]}
+    rates = ["1234567890.1234567891", "-9999999999.9999999999", "0.0000000001", "12.5000000000"]
+    source = {"version": "2.7.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1, "snapshot": "false",
+              "db": "testDB", "schema": "dbo", "table": "rates", "event_serial_no": 1}
+    events = [{"before": None, "after": {"id": i, "rate": Decimal(r)}, "op": "c", "ts_ms": 1,
+               "source": {**source, "change_lsn": f"00000027:00000{i:03x}:0003", "commit_lsn": f"00000027:00000{i:03x}:0005"}}
+              for i, r in enumerate(rates)]
+    rows = _kafka_rows(spark, [_confluent(7, schema, e) for e in events])
+    table = TableConfig(name="rates", source=kafka_source(), schema="dbo", table="rates", keys=("id",))
+    cols = [debezium.spec_from_connect_field({"field": "id", "type": "int32"}), debezium.spec_from_connect_field(
+        {"field": "rate", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+         "parameters": {"scale": "10", "connect.decimal.precision": "20"}})]
+    bronze = kafka.bronze_frame(rows, kafka.confluent_avro_json(F.col("value"), {7: json.dumps(schema)}))
+    got = {r.after.id: r.after.rate for r in debezium.decode(bronze, table, cols).changes.select("after").collect()}
+    assert got == {i: Decimal(r) for i, r in enumerate(rates)}
+
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
