@@ -344,7 +344,7 @@ def _with_images(events: DataFrame) -> DataFrame:
     object or array (:func:`sqlcdc.formats.base.nested_keys`: no value of a column)."""
     events = events.select("*", _image_map(F.col("old_text")).alias("_old_read"),
                            _image_map(F.col("current_text")).alias("_cur_read"))
-    # numbers a VARIANT holds as a double (1e-400, 41 digits) as the image writes them: parsed again only then
+    # a number a double cannot hold (1e-400, 41 digits) as the image writes it: parsed again only then
     events = events.select("*", *[object_as_written(F.col(f"_{k}_read"), F.col(f"{t}_text")).alias(f"_{k}")
                                   for k, t in (("old", "old"), ("cur", "current"))])
     return events.select("*", nested_keys_in(F.col("old_text"), "$", F.col("_old")).alias("_old_nested"),

@@ -25,10 +25,10 @@ from sqlcdc.formats._ct_names import (
     capture_instance_col,
     table_capture_instance,
 )
-from sqlcdc.formats._json_numbers import object_as_written
+from sqlcdc.formats._json_numbers import LONG_NUMBER, number_as_written
 from sqlcdc.formats._masks import mask_has, mask_names
 from sqlcdc.formats.base import nested_keys_in, one_json_value
-from sqlcdc.values import (COMMIT_TIME_RANGE, VALUE_WARNINGS_COL, ColumnSpec, commit_time, null_key_reasons,
+from sqlcdc.values import (COMMIT_TIME_RANGE, VALUE_WARNINGS_COL, ColumnSpec, commit_time, decimal_type, null_key_reasons,
                            split_value_errors, typed_struct)
 
 __all__ = ["binary_hex", "changed_from_mask", "lsn_text"]
@@ -95,14 +95,51 @@ def changed_from_mask(mask_hex: Column, columns: list[ColumnSpec]) -> Column:
 STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
 
 
-def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column) -> Column:
-    """The configured columns' text, binary normalised to ``0x`` hex (kept as is when unreadable).
+def _text_decimal(spec: ColumnSpec) -> bool:
+    """A decimal column read from text: the kind :func:`_through_double` may find read through a double."""
+    return decimal_type(spec.spark_type) is not None and spec.encoding == "text"
+
+
+def _through_double(v: Column, spec: ColumnSpec, long_number: Column) -> Column | None:
+    """Where ``v`` (a decimal column's text from ``from_json``) may be a JSON number Spark read
+    through a double, its digits lost (``922337203685477.5807`` -> ``9.223372036854776E14``,
+    ``10.0000000000000001`` -> ``10.0``): a non-integer number, where the row holds a number
+    written with more digits than a double keeps (``long_number``) or the double's text has 16
+    digits or more (Java may spell a double with more digits than its shortest). A number of up to
+    15 digits survives a double. NULL: not a decimal column. FOR JSON writes decimals and money as
+    JSON numbers; so does a Parquet row here."""
+    if not _text_decimal(spec):
+        return None
+    number = v.rlike(r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$") & v.rlike("[.eE]")
+    digits = F.length(F.regexp_replace(F.regexp_replace(v, "[eE].*$", ""), "[^0-9]", ""))
+    return number & (long_number | (digits >= 16))
+
+
+def _exact_numbers(value: Column, m: Column, columns: list[ColumnSpec]) -> Column:
+    """The decimal columns' values read exactly (a VARIANT keeps a JSON number's digits, or
+    :func:`~sqlcdc.formats._json_numbers.number_as_written` takes them from the text), where one may have
+    been read through a double (:func:`_through_double`); else NULL, and the row is parsed once."""
+    long_number = value.rlike(LONG_NUMBER)
+    decimals = [c for c in columns if _text_decimal(c)]
+    if not decimals:
+        return F.lit(None).cast("map<string,string>")
+    lossy = [_through_double(m[c.name], c, long_number) for c in decimals]
+    exact = frames.let(F.try_variant_get(F.try_parse_json(value), "$", "map<string,variant>"), lambda vm: F.create_map(
+        *[x for c in decimals for x in (F.lit(c.name), number_as_written(vm[c.name], value, c.name))]))
+    return F.when(frames.any_of(lossy) & m[WHOLE_ROW_HINT].isNull(), exact)  # a CSV row's values are text
+
+
+def _raw_map(m: Column, columns: list[ColumnSpec], prefer_base64: Column, exact: Column) -> Column:
+    """The configured columns' text, binary normalised to ``0x`` hex (kept as is when unreadable),
+    a decimal read through a double taken from ``exact`` (:func:`_exact_numbers`).
     A CSV row's empty text (a quoted ``""``) is NULL but in a text column: an export that quotes
     every field writes NULL so, and a number or a date cannot be empty."""
     csv_row = m[WHOLE_ROW_HINT].isNotNull()
     entries = []
     for c in columns:
         v = m[c.name]
+        if _text_decimal(c):  # the exact text where the row was read again
+            v = F.coalesce(exact[c.name], v)
         if c.spark_type != "string" or c.encoding != "text" or c.json_value:
             v = F.when(csv_row & (v == ""), F.lit(None)).otherwise(v)
         if c.encoding == "hex":
@@ -122,16 +159,14 @@ def _parsed(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec], *,
     # of '{...}{...}' Spark reads the first alone; strict JSON, as the other producers' parse_json:
     # by default from_json took 'single quotes' and NaN literals
     first = F.from_json(F.col("value"), "map<string,string>", STRICT_JSON)
-    rows = rows.select("*", F.when(one_json_value(F.col("value")), first).alias("_m_read"), first.isNotNull().alias("_an_object"))
-    # from_json writes a number with a fraction through a double (FOR JSON writes decimals and money
-    # as numbers, so does a Parquet export's row): such numbers exact, in the rare row holding one
-    rows = rows.select("*", object_as_written(F.col("_m_read"), F.col("value")).alias("_m"))
+    rows = rows.select("*", F.when(one_json_value(F.col("value")), first).alias("_m"), first.isNotNull().alias("_an_object"))
     m = F.col("_m")
     prefer_b64 = F.lit(True) if option_b64 else F.coalesce(m[BINARY_HINT] == "base64", F.lit(False))
     # The text map is a column of its own: typed_struct reads it once per column, and a map
     # expression written into each read made the plan grow with the square of the column count
     # (20 columns: a 12 MB silver plan; Spark Connect refuses messages over 128 MB).
-    rows = rows.select("*", _raw_map(m, columns, prefer_b64).alias("_raw"),
+    rows = rows.select("*", _exact_numbers(F.col("value"), m, columns).alias("_exact"))
+    rows = rows.select("*", _raw_map(m, columns, prefer_b64, F.col("_exact")).alias("_raw"),
                        nested_keys_in(F.col("value"), "$", m).alias("_nested"))
     image, value_errors = typed_struct(F.col("_raw"), columns, F.col("_nested"))
     mask_raw = m[UPDATE_MASK]
