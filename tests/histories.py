@@ -71,7 +71,7 @@ NAMES = ["ann", "bob", "cy", None, "dee", "Émile", "x" * 40]
 #: ``--nasty-text``: names a CSV, JSON or SQL writer must escape, and text that looks like something else.
 NASTY_NAMES = ["", " ", "a,b", 'say "hi"', '"', "two\nlines", "crlf\r\nend", "tab\tin", "back\\slash", "🦆 duck",
                "  padded  ", "NULL", "null", "\\N", "it's", "0x00", '{"a": 1}', "line\u2028sep", "ctl\x01", "=1+2",
-               ";semi;", "é" * 100]
+               ";semi;", "é" * 100, "repl\ufffdchar"]
 #: Each column of the history: its type in ``columns:`` (config), in CES (SQL Server) and in Qlik.
 TYPES = {
     "region": ("string", "nvarchar(10)", {"type": "WSTRING", "length": 10}),

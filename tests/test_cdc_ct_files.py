@@ -17,7 +17,8 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from sqlcdc.formats import cdc_ct
+from sqlcdc.formats import _ct_exports, base, cdc_ct
+from sqlcdc.formats.base import record_id
 from test_cdc_ct import (
     BINARY_COLS, EXPECTED_SILVER, c, decode_landing, history_rows, land_jsonl, make_source, make_table, s, silver_rows,
 )
@@ -214,7 +215,7 @@ def test_decimals_written_as_json_numbers_keep_every_digit_and_a_tinyint_reaches
     lost its last digits -- silently, in range. A SQL Server ``tinyint`` column was Spark's signed
     byte: 128..255 were quarantined. A UTF-8 byte order mark at a line's start (exports that began
     with one, concatenated) is dropped, as Spark drops one at a file's start."""
-    from sqlcdc.formats import cdc_ct
+    from sqlcdc.formats import base
 
     def meta(n):
         return (f'"__$start_lsn": "0x{c(n)}", "__$end_lsn": null, "__$seqval": "0x{s(n, 2)}", "__$operation": 2, '
@@ -299,6 +300,53 @@ def test_parquet_exports_with_conflicting_types_each_read_with_their_schema(spar
         "missing __$seqval",  # per row: a net-changes export (option function) has none
     ]
     assert q[1][0].startswith("part-00000-") and q[1][0].endswith(".parquet")
+
+
+# --- bytes that are not UTF-8 ----------------------------------------------------------------------
+
+
+def _placed(spark, bronze, table):
+    """(silver customers, [(rules, reason)] of the records refused before any decoder or quarantined)."""
+    bronze = bronze.cache()
+    decoded = cdc_ct.decode(bronze.where(~base.is_rejected_before_decoding()), table,
+                            cdc_ct.columns_for(table, table.source, spark))
+    refused = [(r.rules, r.reason) for r in base.rejected_before_decoding(bronze, "ct", "cdc_ct").collect()]
+    return (sorted(r.after.customer for r in decoded.changes.where(F.col("after").isNotNull()).collect()),
+            refused + [(r.rules, r.reason) for r in decoded.quarantine.collect()])
+
+
+def test_text_that_is_not_utf8_is_refused_in_csv_and_parquet_and_u_fffd_is_text(spark, tmp_path):
+    """Spark's readers and to_json write a byte that is not UTF-8 as U+FFFD, silently: an export's
+    record holding one is refused (its bytes kept in bronze, the byte named), whatever the line
+    ends or however many lines the record spans; a U+FFFD the export holds is text, kept."""
+    rows = [row(8, 2, 2, 7, "ANSI"), row(9, 2, 2, 8, "x\ufffdy"), row(10, 2, 2, 9, "MULTI"), row(11, 2, 2, 10, "ok")]
+    for name, ends in (("lf", b"\n"), ("crlf", b"\r\n")):
+        p = write_csv(tmp_path / name / "dbo_orders_CT_a.csv", rows)
+        p.write_bytes(p.read_bytes().replace(b"ANSI", b"caf\xe9", 1).replace(b"MULTI", b'"two\nlines \xff"', 1)
+                      .replace(b"\n", ends).replace(b"two" + ends, b"two\n"))
+        src = make_source(tmp_path / name)
+        customers, refused = _placed(spark, cdc_ct.read_bronze(spark, src), make_table(src))
+        assert customers == ["ok", "x\ufffdy"], name
+        assert sorted(refused) == [(["not_utf8"], "not UTF-8 text: byte e9 at offset 59 (invalid continuation byte)"),
+                                   (["not_utf8"], "not UTF-8 text: byte ff at offset 67 (invalid start byte)")], name
+    # Parquet: a writer that does not check (Spark's own) can store such bytes in a string column
+    typed = tmp_path / "typed"
+    write_parquet(spark, typed, rows, typed=True)
+    pq = spark.read.parquet(str(typed)).withColumn(
+        "customer", F.when(F.col("customer") == "ANSI", F.unhex(F.lit("636166E9")).cast("string")).otherwise(F.col("customer")))
+    pq.coalesce(1).write.parquet(str(tmp_path / "pq" / "dbo_orders_CT.1"))
+    src = make_source(tmp_path / "pq")
+    customers, refused = _placed(spark, cdc_ct.read_bronze(spark, src), make_table(src))
+    assert customers == ["MULTI", "ok", "x\ufffdy"]
+    assert refused == [(["not_utf8"], "not UTF-8 text: byte e9 at offset 13 (invalid continuation byte)")]
+    # a remote landing's CSV is read whole by Spark's reader, which has replaced the byte already:
+    # a U+FFFD there cannot be told from one, so the record is not read (quarantined, never silver)
+    src = make_source(tmp_path / "lf", file_format="csv")
+    remote = _ct_exports._read(spark, "csv", str(tmp_path / "lf"), src, None)
+    remote = remote.select(record_id(F.col("source_file"), F.col("value")).alias("record_id"), "*")
+    customers, refused = _placed(spark, remote, make_table(src))
+    assert customers == ["ok"]
+    assert len(refused) == 3 and all(r[1].startswith("a value holds U+FFFD, which Spark's CSV reader makes") for r in refused)
 
 
 # --- duplicates and conflicts ----------------------------------------------------------------------

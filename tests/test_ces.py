@@ -114,7 +114,7 @@ def land_avro(folder: Path, name: str, events: list[dict]) -> Path:
             "specversion": e["specversion"], "type": e["type"], "source": e["source"], "id": e["id"],
             "logicalid": e["logicalid"], "time": e["time"], "datacontenttype": e["datacontenttype"],
             "operation": e["operation"], "segmentindex": idx, "finalsegment": final,
-            "data": e["data"].encode("utf-8"),
+            "data": e["data"] if isinstance(e["data"], bytes) else e["data"].encode("utf-8"),
         })
     path = folder / name
     with path.open("wb") as f:
@@ -387,6 +387,26 @@ def test_avro_bronze_keeps_the_envelope_as_json_text(spark, tmp_path):
     assert (doc["segmentindex"], doc["finalsegment"]) == (0, True)
     assert doc["data"] == ev["data"]
     assert row.source_file.endswith("one.avro")
+
+
+def test_avro_data_that_is_not_utf8_is_refused_naming_the_byte_and_u_fffd_text_is_kept(spark, tmp_path):
+    """to_json would write a byte that is not UTF-8 as U+FFFD, silently: the event is refused before
+    any decoder instead; a U+FFFD the producer wrote is a character like any other, kept to gold."""
+    kept = event("INS", current={**ANNA_2077, "purchase_date": "2025-03-14 16:45:01", "customer_name": "An\ufffdna"},
+                 pk={"purchase_id": 105}, lsn="0000002C00000400000A")
+    bad = event("INS", current={**ANNA_2077, "purchase_id": 106, "purchase_date": "2025-03-14 16:45:01",
+                                "customer_name": "NAME"}, pk={"purchase_id": 106}, lsn="0000002C00000400000B")
+    bad["data"] = bad["data"].encode().replace(b"NAME", b"Ren\xe9e")  # Latin-1, not UTF-8
+    land_avro(tmp_path, "events.avro", [kept, bad])
+    src = source(tmp_path, serialization="avro")
+    bronze = ces.read_bronze(spark, src, streaming=False)
+    (refused,) = base.rejected_before_decoding(bronze, src.name, "ces").collect()
+    assert refused.rules == ["not_utf8"] and refused.reason.startswith("not UTF-8 text: byte e9 at offset ")
+    assert "Ren\ufffde" in refused.raw  # shown readable; bronze keeps the bytes
+    seen = bronze.where(~base.is_rejected_before_decoding())
+    d = ces.decode(seen, purchases(src), ces.columns_for(purchases(src), src, spark))
+    assert [r.reason for r in d.quarantine.collect()] == []
+    assert [(r.after.purchase_id, r.after.customer_name) for r in d.changes.collect()] == [(105, "An\ufffdna")]
 
 
 # ----------------------------------------------------------------------------- types & ordering

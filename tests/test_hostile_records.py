@@ -10,8 +10,8 @@ place.
 Kinds covered: ordering keys that do not read (Debezium ``xxxxxxxx:xxxxxxxx:xxxx`` LSNs,
 change-table binary(10) LSNs, CES commit LSNs, Qlik changeSequence); values out of the column's
 domain (decimal precision and scale -- never rounded --, dates and timestamps outside year
-1..9999, Connect logical types that overflow, float NaN/±Infinity, unsigned ranges, U+FFFD in
-text); and text that is not JSON (nested thousands of levels deep, NaN literals, duplicate keys).
+1..9999, Connect logical types that overflow, float NaN/±Infinity, unsigned ranges; U+FFFD in
+text is a character, kept); and text that is not JSON (nested thousands of levels deep, NaN literals, duplicate keys).
 """
 
 from __future__ import annotations
@@ -255,7 +255,9 @@ DBZ_CASES = [
     Case("debezium", "float NaN as a string", dbz(70, f="NaN"), 'column f: cannot read ["NaN"] as double (text): NaN is not a SQL Server float value'),
     Case("debezium", "float Infinity as a string", dbz(71, f="-Infinity"), "column f: cannot read [\"-Infinity\"] as double (text): ±Infinity"),
     Case("debezium", "float 1e400 overflows", with_raw(dbz_doc(72, f="@F@"), "@F@", "1e400"), "column f: cannot read"),  # Spark's JSON reader renders 1e400 as "Infinity"
-    Case("debezium", "text with U+FFFD", dbz(73, name="caf\ufffd"), "column name: cannot read [\"caf\ufffd\"] as string (text): text holds U+FFFD"),
+    Case("debezium", "text with U+FFFD (escaped)", dbz(73, name="caf\ufffd"), after=dbz_typed(73, name="caf\ufffd")),
+    Case("debezium", "text with U+FFFD (as UTF-8)", dbz(195, name="caf\ufffd").replace("\\ufffd", "\ufffd"),
+         after=dbz_typed(195, name="caf\ufffd")),
     # not JSON
     Case("debezium", "NaN literal", with_raw(dbz_doc(80, f="@F@"), "@F@", "NaN"), debezium.NOT_JSON),
     Case("debezium", "duplicate key", dbz(81).replace('{"before": null,', '{"op": "u", "before": null,', 1), debezium.NOT_JSON),
@@ -434,7 +436,9 @@ CT_CASES = [
     Case("cdc_ct", "float NaN", ct(48, ratio="NaN"), "column ratio: cannot read [\"NaN\"] as double (text): NaN is not a SQL Server float value"),
     Case("cdc_ct", "float -Infinity", ct(49, ratio="-Infinity"), "column ratio: cannot read [\"-Infinity\"] as double (text): ±Infinity"),
     Case("cdc_ct", "float 1e400 overflows", ct(50, ratio="1e400"), "column ratio: cannot read [\"1e400\"] as double (text): ±Infinity"),
-    Case("cdc_ct", "text with U+FFFD", ct(51, notes="bad \ufffd byte"), "column notes: cannot read [\"bad \ufffd byte\"] as string (text): text holds U+FFFD"),
+    Case("cdc_ct", "text with U+FFFD (escaped)", ct(51, notes="a \ufffd char"), after=ct_typed(51, notes="a \ufffd char")),
+    Case("cdc_ct", "text with U+FFFD (as UTF-8)", ct(180, notes="a \ufffd char").replace("\\ufffd", "\ufffd"),
+         after=ct_typed(180, notes="a \ufffd char")),
     Case("cdc_ct", "key not an int", ct(52, id="x52"), 'column id: cannot read ["x52"] as int (text)'),
     # not JSON
     Case("cdc_ct", "not JSON", "garbage row 53", "not a JSON object"),
@@ -581,7 +585,9 @@ CES_CASES = [
          'key column purchase_id: pkkey gives ["93"], eventrow.current ["930"]'),
     Case("ces", "float NaN", ces_line(46, f="NaN"), 'column f: cannot read ["NaN"] as double (text): NaN is not'),
     Case("ces", "float Infinity", ces_line(47, f="Infinity"), 'column f: cannot read ["Infinity"] as double (text): ±Infinity'),
-    Case("ces", "text with U+FFFD", ces_line(48, name="Anna \ufffd"), "column name: cannot read [\"Anna \ufffd\"] as string (text): text holds U+FFFD"),
+    Case("ces", "text with U+FFFD (escaped)", ces_line(48, name="Anna \ufffd"), after=ces_typed(48, name="Anna \ufffd")),
+    Case("ces", "text with U+FFFD (as UTF-8)", ces_line(181, name="Anna \ufffd").replace("\\\\\\\\ufffd", "\ufffd"),
+         after=ces_typed(181, name="Anna \ufffd")),
     Case("ces", "pkkey value not an int", ces_line(49).replace('"value\\": \\"49\\"', '"value\\": \\"x49\\"'),
          'column purchase_id: cannot read ["x49"] as int (text)'),
     # not JSON
@@ -721,7 +727,9 @@ QLIK_CASES = [
     Case("qlik", "real NaN as a string", qk(44, R="NaN"), 'column R: cannot read ["NaN"] as double (text): NaN is not'),
     Case("qlik", "UINT1 256", qk(45, U=256), 'column U: cannot read ["256"] as smallint (text): outside 0..255 for UINT1'),
     Case("qlik", "UINT1 negative", qk(46, U=-1), 'column U: cannot read ["-1"] as smallint (text): outside 0..255 for UINT1'),
-    Case("qlik", "text with U+FFFD", qk(47, NAME="Al\ufffdce"), "column NAME: cannot read [\"Al\ufffdce\"] as string (text): text holds U+FFFD"),
+    Case("qlik", "text with U+FFFD (escaped)", qk(47, NAME="Al\ufffdce"), after=qlik_typed(47, NAME="Al\ufffdce")),
+    Case("qlik", "text with U+FFFD (as UTF-8)", qk(182, NAME="Al\ufffdce").replace("\\ufffd", "\ufffd"),
+         after=qlik_typed(182, NAME="Al\ufffdce")),
     # not JSON
     Case("qlik", "Infinity literal", with_raw(qlik_doc(60, R="@R@"), "@R@", "Infinity"), "not JSON: Infinity is not a JSON value"),
     Case("qlik", "NaN literal", with_raw(qlik_doc(61, R="@R@"), "@R@", "NaN"), "not JSON: NaN is not a JSON value"),

@@ -491,8 +491,8 @@ def _kafka_rows(spark, values: list):
 def test_confluent_avro_values_decode_to_the_same_silver_as_their_json(spark):
     c = customer
     events = [
-        event("r", after=c(1001, "sally", "thomas"), commit_lsn=lsn(0x26, 0x100, 1), change_lsn=None, serial=None,
-              snapshot="true", with_schema=False),
+        event("r", after=c(1001, "sa\ufffdlly", "thomas"), commit_lsn=lsn(0x26, 0x100, 1), change_lsn=None, serial=None,
+              snapshot="true", with_schema=False),  # U+FFFD: a character, kept
         event("u", before=c(1001, "sally", "thomas"), after=c(1001, "sally", "thomas", "sally@acme.example"),
               commit_lsn=lsn(0x27, 0x800, 5), change_lsn=lsn(0x27, 0x800, 3), serial=2, snapshot="false", with_schema=False),
         event("d", before=c(1001, "sally", "thomas", "sally@acme.example"), commit_lsn=lsn(0x28, 0x100, 4),
@@ -506,6 +506,10 @@ def test_confluent_avro_values_decode_to_the_same_silver_as_their_json(spark):
     bad = [b"{\"op\": \"c\"}",  # JSON where Avro was expected: no magic byte
            b"\x00\x00\x00\x00\x07" + b"\x02",  # a schema id no registry/folder has
            b"\x00\x00\x00\x00\x2a" + b"\xff\xff\xff"]  # id 42, but the body is not that record
+    # id 42 with after.last_name not UTF-8 (Avro writes a string and bytes alike): to_json would make it U+FFFD
+    as_bytes = json.loads(json.dumps(DEBEZIUM_AVSC).replace('"name": "last_name", "type": "string"',
+                                                            '"name": "last_name", "type": "bytes"'))
+    bad.append(_confluent(42, as_bytes, {**events[1], "before": None, "after": {**events[1]["after"], "last_name": b"Ren\xe9e"}}))
     avro = _kafka_rows(spark, [_confluent(42, DEBEZIUM_AVSC, e) for e in events] + bad + [None])
     as_json = _kafka_rows(spark, [json.dumps(e).encode() for e in events])
     table = TableConfig(name="customers", source=kafka_source(), schema="dbo", table="customers", keys=("id",))
@@ -525,7 +529,8 @@ def test_confluent_avro_values_decode_to_the_same_silver_as_their_json(spark):
     assert sorted(r[0] for r in got) == ["DELETE", "SNAPSHOT", "UPDATE"]
     quarantined = expectations.invalid_envelopes(avro_bronze, debezium.DECODER, envelope, table.source)
     reasons = sorted(r.reason for r in quarantined.collect())
-    assert len(reasons) == 3, reasons  # the tombstone (null value) is skipped, not quarantined
+    assert len(reasons) == 4, reasons  # the tombstone (null value) is skipped, not quarantined
+    assert any("field after.last_name of schema id 42 holds bytes that are not UTF-8 text" in r for r in reasons), reasons
     assert any("not in the Confluent wire format" in r for r in reasons), reasons
     assert any("unknown schema id 7" in r for r in reasons)
     assert any("does not decode with schema id 42" in r for r in reasons)

@@ -35,7 +35,9 @@ problem -- when it is outside SQL Server's domain for its type:
 - times of day: outside 0 .. 24:00 (exclusive);
 - float/real: NaN and ±Infinity (an overflow such as ``1e400`` included);
 - unsigned source types (CES ``tinyint``, Qlik ``UINT1..8``): negative or above their maximum;
-- text: holding U+FFFD, the mark of invalid UTF-8 replaced when the file was read.
+
+Text is taken as it is, U+FFFD included; bytes that are not UTF-8 never reach a value (refused
+before decoding, :func:`sqlcdc.formats.base.rejected_before_decoding`, also in rendered bronze).
 
 Example::
 
@@ -264,7 +266,6 @@ def _in_domain(typed: Column, spec: ColumnSpec) -> Column:
     elif t in ("float", "double", "real"):
         checks.append(~F.isnan(typed) & (F.abs(typed) != F.lit(float("inf"))))
     elif t == "string" and spec.encoding == "text":
-        checks.append(~typed.contains("\ufffd"))
         shape = _STRING_SHAPE.get(_source_base(spec))
         if shape is not None:
             checks.append(typed.rlike(shape[0]))
@@ -334,8 +335,8 @@ def typed_value(raw: Column, spec: ColumnSpec) -> Column:
 
     Data never raises here (ANSI mode or not): text that does not convert, a number that does
     not fit, a decimal with more digits after the point than the scale (never rounded), a date or
-    time outside SQL Server's range (year 1..9999), a float NaN/±Infinity, text holding U+FFFD
-    (invalid UTF-8 replaced on read), an unsigned source value out of its range all give NULL,
+    time outside SQL Server's range (year 1..9999), a float NaN/±Infinity, an unsigned source
+    value out of its range all give NULL,
     and :func:`value_error` says why.
     """
     typed = _convert(raw, spec)
@@ -384,11 +385,9 @@ def _problem(raw: Column, spec: ColumnSpec) -> Column:
         out = F.when(F.isnan(converted), F.lit("NaN is not a SQL Server float value")).when(
             converted.isNotNull() & ~domain, F.lit("±Infinity (or an overflow) is not a SQL Server float value"))
     elif t == "string" and enc == "text":
-        out = F.when(raw.contains("\ufffd"),
-                     F.lit("text holds U+FFFD: invalid UTF-8 (or a lone surrogate) was replaced when read"))
         shape = _STRING_SHAPE.get(_source_base(spec))
         if shape is not None:
-            out = F.coalesce(out, F.when(~raw.rlike(shape[0]), F.lit(shape[1])))
+            out = F.when(~raw.rlike(shape[0]), F.lit(shape[1]))
     if unsigned is not None:
         out = F.coalesce(out, F.when(converted.isNotNull() & ~domain, F.lit(f"outside 0..{unsigned} for {spec.source_type}")))
     return out

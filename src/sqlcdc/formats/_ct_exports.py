@@ -18,12 +18,15 @@ import json
 import os
 import re
 from collections import defaultdict
+from typing import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlcdc.config import ConfigError, SourceConfig
+from sqlcdc.frames import all_of
+from sqlcdc.names import quote
 from sqlcdc.formats._ct_names import META_COLUMNS, OPERATION, START_LSN, capture_instance_of
 from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, is_blank, landed_files_reader, local_path, record_id, without_bom
 
@@ -88,22 +91,31 @@ def landed_files(landing: str, forced: str | None = None, glob: str | None = Non
     return out
 
 
-def _to_bronze(df: DataFrame, hint: bool = False) -> DataFrame:
-    """Any change-table frame -> ``value`` (the row as JSON) + file lineage, without analysing it."""
+def _to_bronze(df: DataFrame, hint: bool = False, texts: Sequence[str] = (), replaced: bool = False) -> DataFrame:
+    """Any change-table frame -> ``value`` (the row as JSON) + file lineage, without analysing it.
+    ``to_json`` writes bytes that are not UTF-8 as U+FFFD: a row whose ``texts`` columns hold such
+    bytes stays bytes (``column: value, ...``), refused before any decoder with the first bad byte
+    named. ``replaced``: Spark's CSV reader has replaced them already (a remote landing, read
+    whole), so a row holding U+FFFD is unreadable: it cannot be told from a byte that was not UTF-8."""
     row = F.struct(F.col("*"), F.lit("base64").alias(BINARY_HINT)) if hint else F.struct(F.col("*"))
-    value = F.to_json(
-        row,
-        {
-            "ignoreNullFields": "false",
-            "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
-            "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
-        },
-    )
+    value = F.to_json(row, {"ignoreNullFields": "false", "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+                            "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"})
+    if texts:
+        as_landed = F.concat_ws(", ", *[F.concat(F.lit(f"{name}: "), F.col(quote(name))) for name in texts])
+        value = F.when(all_of([F.coalesce(F.is_valid_utf8(F.col(quote(n))), F.lit(True)) for n in texts]),
+                       value).otherwise(as_landed)
+    if replaced:  # every column of a CSV read is text: the row cast to text holds each value
+        value = F.when(F.struct(F.col("*")).cast("string").contains("\ufffd"), F.to_json(F.struct(
+            F.lit(_REPLACED).alias(UNREADABLE), F.struct(F.col("*")).cast("string").alias(RAW_TEXT)))).otherwise(value)
     return df.select(
         value.alias("value"),
         F.col("_metadata.file_path").alias("source_file"),
         F.col("_metadata.file_modification_time").alias("ingest_time"),
     )
+
+
+_REPLACED = ("a value holds U+FFFD, which Spark's CSV reader makes of bytes that are not UTF-8 (a remote landing "
+             "cannot tell the two apart); land the export as UTF-8, or as Parquet or JSON lines")
 
 
 def _read(spark: SparkSession, fmt: str, paths: list[str] | str, source: SourceConfig, glob: str | None) -> DataFrame:
@@ -131,7 +143,7 @@ def _read(spark: SparkSession, fmt: str, paths: list[str] | str, source: SourceC
             .option("escape", '"')
             .csv(many)
         )
-        return _to_bronze(raw)
+        return _to_bronze(raw, replaced=True)
     return _to_bronze(reader.option("mergeSchema", "true").parquet(*many), hint=True)
 
 
@@ -303,7 +315,8 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
     # Spark's default split at either would turn them into "\n" or split the line).
     raw = landed_files_reader(spark).format("text").option("lineSep", "\n").load([_spark_path(p) for p in paths])
     lines = raw.select(
-        F.regexp_replace("value", "\r\\z", "").alias("_line"),
+        # a line that is not UTF-8 keeps its bytes (and a CR): a regex would make them U+FFFD
+        F.when(F.is_valid_utf8("value"), F.regexp_replace("value", "\r\\z", "")).otherwise(F.col("value")).alias("_line"),
         F.col("value").endswith("\r").alias("_cr"),  # the CR a record's end drops, kept inside one
         F.col("_metadata.file_path").alias("source_file"),
         F.col("_metadata.file_modification_time").alias("ingest_time"),
@@ -393,8 +406,10 @@ def _read_csv(spark: SparkSession, paths: list[str], header: list[str], source: 
 
     row = F.struct(*[value_of(i, name) for i, name in enumerate(header)], F.lit("csv").alias(WHOLE_ROW_HINT))
     bad = F.struct(why.alias(UNREADABLE), F.col("_cand").alias(RAW_TEXT))
-    value = F.when(why.isNull(), F.to_json(row, {"ignoreNullFields": "false"})).otherwise(
-        F.to_json(bad, {"ignoreNullFields": "false"}))
+    # A record that is not UTF-8 stays its bytes: bronze keeps what landed, and the pipeline's check
+    # before any decoder names the first bad byte (from_csv and to_json would turn it into U+FFFD).
+    value = F.when(~F.is_valid_utf8(F.col("_cand")), F.col("_cand")).when(
+        why.isNull(), F.to_json(row, {"ignoreNullFields": "false"})).otherwise(F.to_json(bad, {"ignoreNullFields": "false"}))
     return cands.select(value.alias("value"), "source_file", "ingest_time")
 
 
@@ -435,7 +450,9 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
             if fmt == "csv":
                 frames.append(_read_csv(spark, paths, list(key[0]), source, key[1]))
             else:
-                frames.append(_to_bronze(landed_files_reader(spark).parquet(*[_spark_path(p) for p in paths]), hint=True))
+                texts = [name for name, t in key if t in ("string", "large_string")]
+                frames.append(_to_bronze(landed_files_reader(spark).parquet(*[_spark_path(p) for p in paths]), hint=True,
+                                         texts=texts))
     checks.save()
     if unreadable:
         frames.append(_unreadable_files(spark, unreadable))

@@ -162,12 +162,16 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
 def read_avro(spark: SparkSession, landing: str, *, streaming: bool = True, glob: str = DEFAULT_AVRO_GLOB) -> DataFrame:
     """Avro container files of ``ChangeEvent`` records as bronze rows, each rendered as JSON text.
 
-    ``data`` (Avro ``bytes``) becomes a UTF-8 string, so the text equals the JSON serialization.
+    ``data`` (Avro ``bytes``) becomes a UTF-8 string, so the text equals the JSON serialization; a
+    ``data`` that is not UTF-8 is kept as its bytes (the record is refused as ``not_utf8``).
     A damaged file in a local run: as a damaged ``.gz`` (:func:`sqlcdc.formats.base.read_text_lines`),
     what Spark could read lands, plus one bronze row for the file, which is quarantined.
     """
     fields = [F.col(f.name) for f in AVRO_SCHEMA.fields if f.name != "data"]
-    value = F.to_json(F.struct(*fields, F.col("data").cast("string").alias("data")))
+    data = F.col("data").cast("string")
+    # data that is not UTF-8 stays bytes (to_json would write U+FFFD): refused before any decoder
+    as_landed = F.concat(F.regexp_replace(F.to_json(F.struct(*fields)), "}$", ""), F.lit(',"data":"'), data, F.lit('"}'))
+    value = F.when(F.is_valid_utf8(data), F.to_json(F.struct(*fields, data.alias("data")))).otherwise(as_landed)
     path = F.col("_metadata.file_path").alias("source_file")
     return read_landed_files(spark, landing, file_format="avro", streaming=streaming, glob=glob, schema=AVRO_SCHEMA,
                              rows=lambda raw: bronze_columns(raw.select(value.alias("value"), path)))

@@ -409,6 +409,25 @@ def _mask_fields(schema: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...
     return out
 
 
+def _text_fields(schema: Any, path: tuple[str, ...] = (), named: dict[str, Any] | None = None) -> list[tuple[str, ...]]:
+    """Paths of the ``string`` fields of a record schema, through ``[null, T]`` unions and records
+    named once and used by name (Debezium's ``after: ["null", "Value"]``)."""
+    named = {} if named is None else named
+    if isinstance(schema, str):
+        schema = named.get(schema, named.get(schema.rsplit(".", 1)[-1], schema))
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        return _text_fields(branches[0], path, named) if len(branches) == 1 else []
+    if isinstance(schema, dict) and schema.get("type") == "string" or schema == "string":
+        return [path]
+    out: list[tuple[str, ...]] = []
+    if isinstance(schema, dict) and schema.get("type") == "record" and len(path) < 4:
+        named[schema["name"]] = named[f"{schema.get('namespace', '')}.{schema['name']}"] = schema
+        for f in schema.get("fields", []):
+            out += _text_fields(f.get("type"), path + (f["name"],), named)
+    return out
+
+
 def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
     """Confluent-framed Avro (byte 0, 4-byte big-endian schema id, Avro binary) -> the record as JSON text.
 
@@ -416,25 +435,32 @@ def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
     ``data``/``beforeData``/``headers`` with hex masks), so the decoders read it as they read JSON.
     A value that is not in that framing, names an unknown schema id, or does not decode becomes a
     non-JSON text carrying the reason and the bytes (base64): the decoder quarantines it, nothing
-    is dropped. A null value (tombstone) stays null.
+    is dropped; so does one with a string field that is not UTF-8 (rendered, it would be U+FFFD).
+    A null value (tombstone) stays null.
     """
     from pyspark.sql.avro.functions import from_avro
 
     magic_ok = (F.length(value) >= 5) & (F.hex(F.substring(value, 1, 1)) == "00")
     schema_id = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("bigint")
     body = F.substring(value, 6, 1 << 30)
-    text = F.lit(None).cast("string")
+    text = not_utf8 = F.lit(None).cast("string")
     for sid, schema in sorted(schemas.items()):
         decoded = from_avro(body, schema, {"mode": "PERMISSIVE"})
+        # to_json writes a string's bytes that are not UTF-8 as U+FFFD: the first such field is named
+        bad = F.coalesce(*[F.when(~F.is_valid_utf8(_get_path(decoded, p)), F.lit(".".join(p)))
+                           for p in _text_fields(json.loads(schema))], F.lit(None).cast("string"))
         for path in _mask_fields(json.loads(schema)):
             decoded = decoded.withField(".".join(path), F.hex(_get_path(decoded, path)))
         rendered = F.to_json(decoded)  # PERMISSIVE: a body that does not decode gives a struct of nulls
         text = F.when(schema_id == F.lit(sid), F.when(rendered != F.lit("{}"), rendered)).otherwise(text)
+        not_utf8 = F.when(schema_id == F.lit(sid), bad).otherwise(not_utf8)
     reason = (
         F.when(~magic_ok, F.lit("not in the Confluent wire format (magic byte 0 + 4-byte schema id)"))
         .when(text.isNull() & ~schema_id.isin(*[F.lit(i) for i in schemas] or [F.lit(-1)]),
               F.format_string("unknown schema id %d", schema_id))
         .when(text.isNull(), F.format_string("does not decode with schema id %d", schema_id))
+        .when(not_utf8.isNotNull(), F.format_string("field %s of schema id %d holds bytes that are not UTF-8 text",
+                                                    not_utf8, schema_id))
     )
     from sqlcdc.formats._schema_check import UNDECODABLE
 
