@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlcdc.config import ConfigError, SourceConfig
-from sqlcdc.frames import all_of
+from sqlcdc.frames import all_of, union_all
 from sqlcdc.names import quote
 from sqlcdc.formats._ct_names import META_COLUMNS, OPERATION, START_LSN, capture_instance_of
 from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, is_blank, landed_files_reader, local_path, record_id, without_bom
@@ -450,7 +450,7 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
             if fmt == "csv":
                 frames.append(_read_csv(spark, paths, list(key[0]), source, key[1]))
             else:
-                texts = [name for name, t in key if t in ("string", "large_string")]
+                texts = [n for n, t in key if t.replace("large_", "").replace("dictionary<values=", "").startswith("string")]
                 frames.append(_to_bronze(landed_files_reader(spark).parquet(*[_spark_path(p) for p in paths]), hint=True,
                                          texts=texts))
     checks.save()
@@ -492,10 +492,7 @@ def read_bronze(spark: SparkSession, source: SourceConfig, *, streaming: bool = 
         frames = _read_local(spark, root, source, forced, glob)
     if not frames:
         return spark.createDataFrame([], BRONZE_SCHEMA)
-    out = frames[0]
-    for f in frames[1:]:
-        out = out.unionByName(f)
-    return out.select(
+    return union_all(frames, by_name=True).select(
         record_id(F.col("source_file"), F.col("value")).alias("record_id"),
         "value",
         "source_file",
