@@ -100,10 +100,14 @@ def land_json(folder: Path, name: str, events: list) -> Path:
     return path
 
 
-def land_avro(folder: Path, name: str, events: list[dict]) -> Path:
-    """Avro container file written with the seed page's own ChangeEvent schema (verbatim)."""
+def land_avro(folder: Path, name: str, events: list[dict], as_bytes: tuple[str, ...] = ()) -> Path:
+    """Avro container file written with the seed page's own ChangeEvent schema (verbatim; the
+    string fields ``as_bytes`` written as bytes, which Avro encodes alike, so they may hold any)."""
     folder.mkdir(parents=True, exist_ok=True)
-    schema = fastavro.parse_schema(json.loads((FIX / "seed_changeevent.avsc").read_text()))
+    doc = json.loads((FIX / "seed_changeevent.avsc").read_text())
+    for f in doc["fields"]:
+        f["type"] = "bytes" if f["name"] in as_bytes else f["type"]
+    schema = fastavro.parse_schema(doc)
     records = []
     for e in events:
         if "segmentindex" in e:
@@ -391,18 +395,24 @@ def test_avro_bronze_keeps_the_envelope_as_json_text(spark, tmp_path):
 
 def test_avro_data_that_is_not_utf8_is_refused_naming_the_byte_and_u_fffd_text_is_kept(spark, tmp_path):
     """to_json would write a byte that is not UTF-8 as U+FFFD, silently: the event is refused before
-    any decoder instead; a U+FFFD the producer wrote is a character like any other, kept to gold."""
+    any decoder instead, whether the byte is in ``data`` or in a text field (``id`` written as Avro
+    bytes, which Avro's schema resolution reads as a string); a U+FFFD the producer wrote is a
+    character like any other, kept to gold."""
     kept = event("INS", current={**ANNA_2077, "purchase_date": "2025-03-14 16:45:01", "customer_name": "An\ufffdna"},
                  pk={"purchase_id": 105}, lsn="0000002C00000400000A")
     bad = event("INS", current={**ANNA_2077, "purchase_id": 106, "purchase_date": "2025-03-14 16:45:01",
                                 "customer_name": "NAME"}, pk={"purchase_id": 106}, lsn="0000002C00000400000B")
     bad["data"] = bad["data"].encode().replace(b"NAME", b"Ren\xe9e")  # Latin-1, not UTF-8
-    land_avro(tmp_path, "events.avro", [kept, bad])
+    bad_id = {**event("INS", current={**ANNA_2077, "purchase_id": 107, "purchase_date": "2025-03-14 16:45:01"},
+                      pk={"purchase_id": 107}, lsn="0000002C00000400000C"), "id": b"id-\xff"}
+    land_avro(tmp_path, "events.avro", [{**kept, "id": kept["id"].encode()}, {**bad, "id": bad["id"].encode()}, bad_id],
+              as_bytes=("id",))
     src = source(tmp_path, serialization="avro")
     bronze = ces.read_bronze(spark, src, streaming=False)
-    (refused,) = base.rejected_before_decoding(bronze, src.name, "ces").collect()
-    assert refused.rules == ["not_utf8"] and refused.reason.startswith("not UTF-8 text: byte e9 at offset ")
-    assert "Ren\ufffde" in refused.raw  # shown readable; bronze keeps the bytes
+    refused = sorted(base.rejected_before_decoding(bronze, src.name, "ces").collect(), key=lambda r: r.reason)
+    assert [(r.rules, r.reason.split(" at offset ")[0]) for r in refused] == [
+        (["not_utf8"], "not UTF-8 text: byte e9"), (["not_utf8"], "not UTF-8 text: byte ff")]
+    assert "Ren\ufffde" in refused[0].raw and '"id":"id-\ufffd"' in refused[1].raw  # readable; bronze keeps the bytes
     seen = bronze.where(~base.is_rejected_before_decoding())
     d = ces.decode(seen, purchases(src), ces.columns_for(purchases(src), src, spark))
     assert [r.reason for r in d.quarantine.collect()] == []

@@ -275,6 +275,46 @@ def test_without_the_check_spark_stops_at_a_damaged_avro_file(spark, ces_avro, t
         ces.read_avro(spark, str(landing), streaming=False).count()
 
 
+def test_avro_files_of_another_writer_schema_are_read_by_avro_resolution_or_quarantined_as_files(spark, tmp_path, monkeypatch):
+    """Spark's Avro reader failed the whole read at a file whose writer schema gives a field another
+    type (2026-12-06: ``id`` an int, ``segmentindex`` a long, ``data`` a string), stopping the run.
+    Now Avro's schema resolution reads what it can (``data`` as a string, a field left out: NULL) and
+    a file it cannot is quarantined as a file, naming the field; the other files land."""
+    import fastavro
+
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(tmp_path / "state"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    seed = json.loads((Path(__file__).parent / "fixtures" / "ces" / "seed_changeevent.avsc").read_text())
+    ev = {k: v for k, v in CES_EVENTS[0].items() if k in {f["name"] for f in seed["fields"]}}
+
+    def land(name: str, types: dict, record: dict) -> None:
+        doc = {**seed, "fields": [{**f, "type": types.get(f["name"], f["type"])} for f in seed["fields"]
+                                  if types.get(f["name"]) != "gone"]}
+        with (landing / name).open("wb") as fh:
+            fastavro.writer(fh, fastavro.parse_schema(doc), [{k: v for k, v in record.items() if types.get(k) != "gone"}])
+
+    land("as_seed.avro", {}, {**ev, "data": ev["data"].encode()})
+    land("data_text.avro", {"data": "string"}, ev)
+    land("no_time.avro", {"time": "gone"}, {**ev, "data": ev["data"].encode()})
+    land("int_id.avro", {"id": "int"}, {**ev, "id": 7, "data": ev["data"].encode()})
+    land("long_index.avro", {"segmentindex": "long"}, {**ev, "data": ev["data"].encode()})
+    bronze = ces.read_avro(spark, str(landing), streaming=False)  # the whole read no longer stops
+    landed = {Path(r.source_file).name: json.loads(r.value) for r in bronze.where(~base.is_rejected_before_decoding()).collect()}
+    assert sorted(landed) == ["as_seed.avro", "data_text.avro", "no_time.avro"]
+    assert landed["data_text.avro"] == landed["as_seed.avro"] == ev
+    assert landed["no_time.avro"] == {k: v for k, v in ev.items() if k != "time"}  # the decoder says what is missing
+    streamed = tmp_path / "bronze"
+    (ces.read_avro(spark, str(landing)).writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
+     .trigger(availableNow=True).start(str(streamed)).awaitTermination())
+    q = base.rejected_before_decoding(spark.read.parquet(str(streamed)), "s", "ces").collect()
+    assert sorted((Path(r.bronze_file).name, r.reason, r.rules) for r in q) == [
+        ("int_id.avro", "file int_id.avro cannot be read as ChangeEvent records: its Avro schema gives field id the type "
+         "int, which Avro does not read as string; none of its records was landed", ["unreadable_file"]),
+        ("long_index.avro", "file long_index.avro cannot be read as ChangeEvent records: its Avro schema gives field "
+         "segmentindex the type long, which Avro does not read as int; none of its records was landed", ["unreadable_file"])]
+
+
 def test_a_local_streaming_avro_read_keeps_what_it_can_and_adds_a_row_per_damaged_file(spark, ces_avro, tmp_path, monkeypatch):
     state = tmp_path / "state"
     monkeypatch.setenv(base.STATE_DIR_ENV, str(state))

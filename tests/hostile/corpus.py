@@ -18,6 +18,7 @@ cores). As a script, to look at a run by hand::
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import subprocess
 import sys
@@ -55,7 +56,7 @@ def damaged_files(file: str) -> dict[str, str]:
     that is not Avro at all (:data:`DAMAGED_AVRO`). Each stopped the whole run (Spark's codec or
     Avro reader fails mid-file); now each is quarantined as a file."""
     stem, _, ext = file.rpartition(".")
-    gz = {f"{stem}_cut.{ext}.gz": "not a whole gzip file (EOFError", f"{stem}_junk.{ext}.gz": "not a whole gzip file (BadGzipFile"}
+    gz = {f"{stem}_cut.{ext}.gz": ": not a whole gzip file (EOFError", f"{stem}_junk.{ext}.gz": ": not a whole gzip file (BadGzipFile"}
     return gz | (DAMAGED_AVRO if file == SOURCES["ces"][2] else {})
 
 
@@ -78,8 +79,25 @@ def not_utf8_file(producer: str, file: str, good: str) -> tuple[str, bytes, list
     return f"{stem}_latin1.{ext}", b"\n".join(lines) + b"\n\n  \n\t\n \t\r\n", reasons
 
 
-#: The CES source's landed Avro container file that is not Avro (its records all land as JSON lines).
-DAMAGED_AVRO = {"part-0_junk.avro": "not a whole Avro container file (no Avro magic bytes"}
+#: The CES source's landed Avro container files that cannot be read: one that is not Avro, one whose
+#: writer schema gives ``id`` an int (a good event's; its records all land as JSON lines).
+DAMAGED_AVRO = {"part-0_junk.avro": ": not a whole Avro container file (no Avro magic bytes",
+                "part-0_int_id.avro": " as ChangeEvent records: its Avro schema gives field id the type int, which Avro "
+                                      "does not read as string; none of its records was landed"}
+
+
+def int_id_avro(good: str) -> bytes:
+    """A CES Avro container file of the event ``good`` whose writer schema gives ``id`` an int."""
+    import fastavro
+
+    doc = json.loads((Path(__file__).parents[1] / "fixtures" / "ces" / "seed_changeevent.avsc").read_text())
+    doc["fields"] = [{**f, "type": "int"} if f["name"] == "id" else f for f in doc["fields"]]
+    ev = json.loads(good)
+    record = {"segmentindex": 0, "finalsegment": True, **{f["name"]: ev[f["name"]] for f in doc["fields"] if f["name"] in ev},
+              "id": 7, "data": ev["data"].encode()}
+    out = io.BytesIO()
+    fastavro.writer(out, fastavro.parse_schema(doc), [record])
+    return out.getvalue()
 
 
 #: records of a producer that are neither silver nor quarantine: Qlik's metadata message is skipped
@@ -134,7 +152,8 @@ def land(landing: Path) -> tuple[str, dict[str, str]]:
         latin1, text, _ = not_utf8_file(producer, file, alone)
         (folder / latin1).write_bytes(text)
         for name in avro:
-            (folder / name).write_bytes(b"these bytes were meant to be an Avro container file\n")
+            (folder / name).write_bytes(int_id_avro(alone) if name.endswith("_int_id.avro")
+                                        else b"these bytes were meant to be an Avro container file\n")
         # CES reads JSON lines by json_glob (default *.{json,jsonl,ndjson}): let it read .json.gz too;
         # and Avro files (avro_glob, default *.avro)
         options = "    options: {serialization: auto, json_glob: '*.{json,json.gz}'}\n" if producer == "ces" else ""
@@ -179,7 +198,7 @@ def check(spark, tables: Path) -> None:
         for name, reason in damaged.items():  # quarantined as a file, with the reason
             rows = [r for r in quarantine.where(F.col("bronze_file").endswith(name)).collect()
                     if (r.reason or "").startswith(f"file {name} cannot be read")]
-            assert len(rows) == 1 and f"file {name} cannot be read: {reason}" in rows[0].reason, f"{source}: {name}: {rows}"
+            assert len(rows) == 1 and f"file {name} cannot be read{reason}" in rows[0].reason, f"{source}: {name}: {rows}"
         good = next(c.record for c in CASES_OF[producer] if c.place == "silver")
         latin1, _, reasons = not_utf8_file(producer, file, good)  # a quarantine row per line; a blank line is none
         rows = [(r.rules, r.reason, r.raw) for r in quarantine.where(F.col("bronze_file").endswith(latin1)).collect()]

@@ -11,7 +11,8 @@ Longs are zig-zag varints; a map is blocks of entries, each block's count a long
 the header's, a block of junk or a file that is not Avro; :func:`avro_file_problem` tells the same
 before Spark opens the file. Each block of codec ``deflate``, ``snappy`` (with its CRC32), ``bzip2``
 or ``xz`` is decompressed; of ``zstandard`` only the framing is checked. An unknown codec is a
-problem too: Spark cannot read such a file at all. Not checked: that the records of a block decode
+problem too: Spark cannot read such a file at all; so is, given the reader's schema, a writer
+schema whose fields Avro's schema resolution cannot read as it (:func:`resolution_problem`). Not checked: that the records of a block decode
 with the file's schema (a block with the right framing and codec data but bytes changed inside).
 """
 
@@ -22,7 +23,7 @@ import json
 import lzma
 import os
 import zlib
-from typing import BinaryIO, Callable
+from typing import Any, BinaryIO, Callable
 
 MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
@@ -30,8 +31,16 @@ SYNC_SIZE = 16
 KNOWN_CODECS = frozenset({"null", "deflate", "snappy", "bzip2", "xz", "zstandard"})
 
 
+#: How :func:`avro_file_problem` begins where a whole file's writer schema is not readable as the reader's.
+NOT_AS_READER = "cannot be read as "
+
+
 class _Damaged(Exception):
     """The file is not a whole Avro container file; the message says where."""
+
+
+class _Unreadable(_Damaged):
+    """The file is whole, but its writer schema cannot be read as the reader schema."""
 
 
 class _Reader:
@@ -135,15 +144,57 @@ _BLOCK_CHECKS: dict[str, Callable[[bytes], object]] = {
 _BLOCK_ERRORS = (ValueError, EOFError, OSError, zlib.error, lzma.LZMAError)
 
 
-def _check(r: _Reader) -> None:
-    """Raises :class:`_Damaged` where the file stops being a whole Avro container file."""
+#: Avro's schema resolution: the writer types a reader type reads (the specification's promotions).
+_PROMOTED = {"long": {"int"}, "float": {"int", "long"}, "double": {"int", "long", "float"},
+             "string": {"bytes"}, "bytes": {"string"}}
+
+
+def _branches(t: Any) -> list[Any]:
+    """The types a value of ``t`` may have: a union's branches but null, or ``t`` itself."""
+    return [b for b in t if b != "null"] if isinstance(t, list) else [t]
+
+
+def _name(t: Any) -> str:
+    return t.get("type", "?") if isinstance(t, dict) else str(t)
+
+
+def resolution_problem(writer: Any, reader: dict) -> str | None:
+    """Why records of the ``writer`` schema cannot be read as the ``reader`` record (Avro schema
+    resolution of its fields: each primitive type the same or promoted; a reader field missing
+    from the writer needs a default), else None. Only primitive reader fields are compared.
+
+    >>> resolution_problem({"type": "record", "name": "R", "fields": [{"name": "id", "type": "int"}]},
+    ...                    {"type": "record", "name": "R", "fields": [{"name": "id", "type": ["null", "string"], "default": None}]})
+    'its Avro schema gives field id the type int, which Avro does not read as string'
+    """
+    if not (isinstance(writer, dict) and writer.get("type") == "record"):
+        return f"its Avro schema is {_name(writer)[:40]}, not a record ({reader.get('name')})"
+    written = {f.get("name"): f.get("type") for f in writer.get("fields", [])}
+    for field in reader.get("fields", []):
+        name = field["name"]
+        if name not in written:
+            if "default" not in field:
+                return f"its Avro schema has no field {name}"
+            continue
+        wanted = [_name(t) for t in _branches(field["type"])]
+        for got in map(_name, _branches(written[name])):
+            if got != "null" and not any(got == w or got in _PROMOTED.get(w, ()) for w in wanted):
+                return f"its Avro schema gives field {name} the type {got[:40]}, which Avro does not read as {' or '.join(wanted)}"
+    return None
+
+
+def _check(r: _Reader, reader: dict | None = None) -> None:
+    """Raises :class:`_Damaged` where the file stops being a whole Avro container file (or, with a
+    ``reader`` schema, where its records cannot be read as that: :func:`resolution_problem`)."""
     if r.size < len(MAGIC) or r.take(len(MAGIC), "magic") != MAGIC:
         raise _Damaged("no Avro magic bytes Obj\\x01 at its start")
     meta = _metadata(r)
     try:
-        json.loads(meta["avro.schema"])
+        writer = json.loads(meta["avro.schema"])
     except (KeyError, ValueError):
         raise _Damaged("no JSON avro.schema in its header") from None
+    if reader is not None and (problem := resolution_problem(writer, reader)):
+        raise _Unreadable(problem)
     codec = meta.get("avro.codec", b"null").decode("utf-8", "replace")
     if codec not in KNOWN_CODECS:
         raise _Damaged(f"avro.codec {codec[:40]!r} is none of {', '.join(sorted(KNOWN_CODECS))}")
@@ -166,11 +217,14 @@ def _check(r: _Reader) -> None:
             raise _Damaged(f"{what} at byte {start} does not decompress as {codec}: {str(e)[:200]}") from None
 
 
-def avro_file_problem(path: str) -> str | None:
-    """Why the Avro container file at ``path`` cannot be read to its end, else None."""
+def avro_file_problem(path: str, reader: dict | None = None) -> str | None:
+    """Why the Avro container file at ``path`` cannot be read to its end (or, given a ``reader``
+    schema, as that schema's records), else None."""
     try:
         with open(path, "rb") as fh:
-            _check(_Reader(fh, os.fstat(fh.fileno()).st_size))
+            _check(_Reader(fh, os.fstat(fh.fileno()).st_size), reader)
+    except _Unreadable as e:
+        return f"{NOT_AS_READER}{reader and reader.get('name')} records: {e}"
     except _Damaged as e:
         return f"cannot be read: not a whole Avro container file ({e})"
     except OSError as e:

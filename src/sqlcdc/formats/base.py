@@ -25,7 +25,7 @@ from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from sqlcdc import frames
 from sqlcdc.config import TableConfig
-from sqlcdc.formats._avro_check import avro_file_problem
+from sqlcdc.formats._avro_check import NOT_AS_READER, avro_file_problem
 from sqlcdc.transport.files import LANDED_FILE_OPTIONS, file_read, open_files
 
 def landed_files_reader(spark: SparkSession, *, streaming: bool = False) -> DataFrameReader | DataStreamReader:
@@ -81,7 +81,7 @@ def _checked_folder(landing: str) -> tuple[str, Path] | None:
 
 def read_landed_files(spark: SparkSession, landing: str, *, file_format: str, streaming: bool,
                       rows: Callable[[DataFrame], DataFrame], glob: str | None = None,
-                      schema: StructType | None = None) -> DataFrame:
+                      schema: StructType | None = None, avro_schema: str | None = None) -> DataFrame:
     """Bronze rows of the landed files of ``landing``: Spark's read of them
     (:func:`sqlcdc.transport.files.file_read`) made bronze rows by ``rows``.
 
@@ -92,10 +92,11 @@ def read_landed_files(spark: SparkSession, landing: str, *, file_format: str, st
     that decompresses but whose records do not decode) stops a read that has no damaged file known,
     naming the file, rather than losing the rest of that file without a trace."""
     checked = _checked_folder(landing)
-    markers = check_landed_files(checked[0], glob, checked[1]) if checked else None
+    reader = json.loads(avro_schema) if avro_schema else None
+    markers = check_landed_files(checked[0], glob, checked[1], reader) if checked else None
     damaged = markers is not None and any(markers.glob("*.json"))
     out = rows(open_files(spark, file_read(landing, file_format=file_format, streaming=streaming, glob=glob,
-                                           schema=schema, ignore_corrupt=damaged)))
+                                           schema=schema, ignore_corrupt=damaged, avro_schema=avro_schema)))
     if not (streaming and markers is not None):
         return out
     found = spark.readStream.schema(_MARKER_SCHEMA).json(str(markers))
@@ -150,11 +151,12 @@ def compressed_file_problem(path: str) -> str | None:
     return None
 
 
-def landed_file_problem(path: str) -> str | None:
+def landed_file_problem(path: str, avro_reader: dict | None = None) -> str | None:
     """Why a landed ``.gz``/``.bz2`` (:func:`compressed_file_problem`) or Avro container file
-    (:func:`sqlcdc.formats._avro_check.avro_file_problem`) cannot be read to its end, else None."""
+    (:func:`sqlcdc.formats._avro_check.avro_file_problem`, as ``avro_reader`` records) cannot be
+    read to its end, else None."""
     if path.lower().endswith(".avro"):
-        return avro_file_problem(path)
+        return avro_file_problem(path, avro_reader)
     return compressed_file_problem(path)
 
 
@@ -184,7 +186,7 @@ class FileChecks:
         state = os.environ.get(STATE_DIR_ENV)
         return cls(Path(state) if state else None)
 
-    def problem(self, path: str) -> str | None:
+    def problem(self, path: str, avro_reader: dict | None = None) -> str | None:
         if not path.lower().endswith(CHECKED_SUFFIXES):
             return None
         try:
@@ -194,7 +196,7 @@ class FileChecks:
         stamp = [st.st_size, st.st_mtime_ns]
         if self._whole.get(path) == stamp:
             return None
-        problem = landed_file_problem(path)
+        problem = landed_file_problem(path, avro_reader)
         if problem is None:
             self._whole[path] = stamp
             self._changed = True
@@ -209,7 +211,7 @@ class FileChecks:
             self._changed = False
 
 
-def check_landed_files(folder: str, glob: str | None, state: Path) -> Path:
+def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: dict | None = None) -> Path:
     """Check the compressed and Avro files Spark's file source would read in ``folder`` (its files that
     match ``glob``, hidden and ``_`` ones skipped); return the folder of marker files, one JSON
     line per file that cannot be read (:data:`UNREADABLE_FILE`). Plain Python, no Spark job.
@@ -232,10 +234,11 @@ def check_landed_files(folder: str, glob: str | None, state: Path) -> Path:
         marker = markers / (hashlib.sha256(path.encode()).hexdigest()[:32] + ".json")
         if marker.exists():
             continue
-        problem = checks.problem(path)
+        problem = checks.problem(path, avro_reader)
         if problem is None:
             continue
-        reason = f"file {name} {problem}; what could be read before the damage was landed as usual"
+        reason = f"file {name} {problem}" + ("; none of its records was landed" if problem.startswith(NOT_AS_READER)
+                                             else "; what could be read before the damage was landed as usual")
         # a leading newline: no landed line can hold one, so no record can pass for a marker
         line = {"value": "\n" + json.dumps({UNREADABLE_FILE: reason}), "source_file": file_uri(path)}
         tmp = markers / f".{marker.name}.tmp"  # hidden: Spark's file source skips it

@@ -87,6 +87,7 @@ Example::
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any, Iterable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -114,22 +115,18 @@ DEFAULT_AVRO_GLOB = "*.avro"
 
 OPERATIONS = {"INS": model.INSERT, "UPD": model.UPDATE, "DEL": model.DELETE}
 
-#: The Avro record ``ChangeEvent`` of the CES doc, as a Spark schema (field order kept).
-AVRO_SCHEMA = StructType(
-    [
-        StructField("specversion", StringType()),
-        StructField("type", StringType()),
-        StructField("source", StringType()),
-        StructField("id", StringType()),
-        StructField("logicalid", StringType()),
-        StructField("time", StringType()),
-        StructField("datacontenttype", StringType()),
-        StructField("operation", StringType()),
-        StructField("segmentindex", IntegerType()),
-        StructField("finalsegment", BooleanType()),
-        StructField("data", BinaryType()),
-    ]
-)
+#: The Avro record ``ChangeEvent`` of the CES doc: its fields (order kept) and Avro types.
+_AVRO_FIELDS = (("specversion", "string"), ("type", "string"), ("source", "string"), ("id", "string"),
+                ("logicalid", "string"), ("time", "string"), ("datacontenttype", "string"), ("operation", "string"),
+                ("segmentindex", "int"), ("finalsegment", "boolean"), ("data", "bytes"))
+_SPARK_OF = {"string": StringType(), "int": IntegerType(), "boolean": BooleanType(), "bytes": BinaryType()}
+#: ... as a Spark schema.
+AVRO_SCHEMA = StructType([StructField(n, _SPARK_OF[t]) for n, t in _AVRO_FIELDS])
+#: ... as the reader schema of Avro's schema resolution: each field may be missing (NULL, the decoder
+#: says what is), and what Avro promotes is read (``data`` written as a string); a file whose writer
+#: schema it cannot read is quarantined as a file (:func:`sqlcdc.formats._avro_check.resolution_problem`).
+AVRO_READER_SCHEMA = json.dumps({"type": "record", "name": "ChangeEvent",
+                                 "fields": [{"name": n, "type": ["null", t], "default": None} for n, t in _AVRO_FIELDS]})
 
 # ----------------------------------------------------------------------------- bronze
 
@@ -163,18 +160,21 @@ def read_avro(spark: SparkSession, landing: str, *, streaming: bool = True, glob
     """Avro container files of ``ChangeEvent`` records as bronze rows, each rendered as JSON text.
 
     ``data`` (Avro ``bytes``) becomes a UTF-8 string, so the text equals the JSON serialization; a
-    ``data`` that is not UTF-8 is kept as its bytes (the record is refused as ``not_utf8``).
+    record whose ``data`` or text fields are not UTF-8 is kept as its bytes (refused as ``not_utf8``).
     A damaged file in a local run: as a damaged ``.gz`` (:func:`sqlcdc.formats.base.read_text_lines`),
     what Spark could read lands, plus one bronze row for the file, which is quarantined.
     """
     fields = [F.col(f.name) for f in AVRO_SCHEMA.fields if f.name != "data"]
     data = F.col("data").cast("string")
-    # data that is not UTF-8 stays bytes (to_json would write U+FFFD): refused before any decoder
-    as_landed = F.concat(F.regexp_replace(F.to_json(F.struct(*fields)), "}$", ""), F.lit(',"data":"'), data, F.lit('"}'))
-    value = F.when(F.is_valid_utf8(data), F.to_json(F.struct(*fields, data.alias("data")))).otherwise(as_landed)
+    # text that is not UTF-8 stays bytes (to_json would write U+FFFD): refused before any decoder
+    texts = [(f.name, F.col(f.name)) for f in AVRO_SCHEMA.fields if f.dataType == StringType()] + [("data", data)]
+    as_landed = F.concat(F.lit("{"), F.concat_ws(",", *[F.concat(F.lit(f'"{n}":"'), c, F.lit('"')) for n, c in texts]),
+                         F.lit("}"))
+    utf8 = frames.all_of([F.coalesce(F.is_valid_utf8(c), F.lit(True)) for _, c in texts])
+    value = F.when(utf8, F.to_json(F.struct(*fields, data.alias("data")))).otherwise(as_landed)
     path = F.col("_metadata.file_path").alias("source_file")
     return read_landed_files(spark, landing, file_format="avro", streaming=streaming, glob=glob, schema=AVRO_SCHEMA,
-                             rows=lambda raw: bronze_columns(raw.select(value.alias("value"), path)))
+                             avro_schema=AVRO_READER_SCHEMA, rows=lambda raw: bronze_columns(raw.select(value.alias("value"), path)))
 
 
 # ----------------------------------------------------------------------------- columns & keys

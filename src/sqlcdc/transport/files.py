@@ -59,12 +59,14 @@ def file_read(
     schema: StructType | None = None,
     ignore_corrupt: bool = False,
     databricks: bool | None = None,
+    avro_schema: str | None = None,
 ) -> FileRead:
     """The read of ``landing`` for files of ``file_format`` (``text``, ``avro``, ...).
 
     ``glob`` selects file names (``pathGlobFilter``); ``ignore_corrupt`` keeps what can be read of
     a damaged compressed or Avro file (the local run quarantines the file itself, :mod:`sqlcdc.formats.base`).
-    ``databricks`` defaults to :func:`sqlcdc.runtime.is_databricks`.
+    ``databricks`` defaults to :func:`sqlcdc.runtime.is_databricks`. ``avro_schema``: the reader
+    schema (Avro JSON) of Avro files, so Avro's schema resolution reads what compatible writers wrote.
     """
     on_databricks = runtime.is_databricks() if databricks is None else databricks
     options: dict[str, str] = {}
@@ -79,6 +81,8 @@ def file_read(
         options["pathGlobFilter"] = glob
     if ignore_corrupt:
         options["ignoreCorruptFiles"] = "true"
+    if avro_schema:
+        options["avroSchema"] = avro_schema
     return FileRead(path=landing, format=fmt, streaming=streaming, options=options, schema=schema)
 
 
