@@ -15,6 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 from test_ces import event as ces_event
 
 from sqlcdc.formats import base, ces, debezium
@@ -155,6 +156,41 @@ def test_a_local_streaming_read_keeps_what_it_can_and_adds_a_row_per_damaged_fil
 
     run()  # nothing new landed: no new row, the markers are not read twice
     assert spark.read.parquet(str(out)).count() == bronze.count()
+
+
+def test_a_zstd_file_cut_short_is_quarantined_as_a_file_and_whole_ones_land(spark, tmp_path, monkeypatch):
+    """Spark reads ``.zst`` through Hadoop's zstd codec, which failed the whole read at a file cut
+    short ("Truncated source", 2026-12-06): the check walks its frames; whole files (one frame with
+    its size, or a streaming frame with a checksum, or both) pass and land."""
+    from sqlcdc.formats._zstd_check import zstd_problem
+
+    jvm = spark.sparkContext._jvm
+    text = "".join(f"{g}\n" for g in GOOD * 400).encode()
+    one = bytes(jvm.com.github.luben.zstd.Zstd.compress(bytearray(text), 3))
+    out = jvm.java.io.ByteArrayOutputStream()
+    stream = jvm.com.github.luben.zstd.ZstdOutputStream(out)
+    stream.setChecksum(True)
+    stream.write(bytearray(text))
+    stream.close()
+    framed = bytes(out.toByteArray())
+    for whole in (one, framed, one + framed, b""):
+        assert zstd_problem(whole) is None
+    assert zstd_problem(framed[:-1]) == "frame 1 cut short at byte %d (its checksum)" % (len(framed) - 1)
+    assert zstd_problem(one[: len(one) // 2]) == "frame 1 cut short at byte %d" % (len(one) // 2)
+    assert zstd_problem(b"not zstd").startswith("no Zstandard magic bytes at byte 0")
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(tmp_path / "state"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.json.zst").write_bytes(one + framed)
+    (landing / "b.json.zst").write_bytes(one[: len(one) // 2])
+    bronze = base.read_text_lines(spark, str(landing), streaming=True)
+    streamed = tmp_path / "bronze"
+    (bronze.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True)
+     .start(str(streamed)).awaitTermination())
+    got = spark.read.parquet(str(streamed))
+    assert sorted(r.value for r in got.where(F.col("source_file").endswith("a.json.zst")).collect()) == sorted(GOOD * 800)
+    (row,) = base.rejected_before_decoding(got, "s", "debezium").collect()
+    assert row.reason.startswith("file b.json.zst cannot be read: not a whole zstd file (frame 1 cut short at byte ")
 
 
 # ----------------------------------------------------------------------------- CES Avro container files

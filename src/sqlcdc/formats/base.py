@@ -26,6 +26,7 @@ from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 from sqlcdc import frames
 from sqlcdc.config import TableConfig
 from sqlcdc.formats._avro_check import NOT_AS_READER, avro_file_problem
+from sqlcdc.formats._zstd_check import zstd_problem
 from sqlcdc.transport.files import LANDED_FILE_OPTIONS, file_read, open_files
 
 def landed_files_reader(spark: SparkSession, *, streaming: bool = False) -> DataFrameReader | DataStreamReader:
@@ -129,15 +130,22 @@ def _glob_patterns(glob: str | None) -> list[str]:
 
 #: The landed files :class:`FileChecks` reads through: those Spark cannot read to their end when
 #: damaged (plain text always can).
-CHECKED_SUFFIXES = (".gz", ".bz2", ".avro")
+CHECKED_SUFFIXES = (".gz", ".bz2", ".zst", ".avro")
 
 
 def compressed_file_problem(path: str) -> str | None:
-    """Why a ``.gz`` / ``.bz2`` file cannot be read to its end, else None (other files: None).
+    """Why a ``.gz`` / ``.bz2`` / ``.zst`` file cannot be read to its end, else None (other files: None).
 
-    Spark (Hadoop's codecs) fails the whole read on a compressed file cut short or not compressed
-    at all, after it read part of it; Python's codecs tell the same before Spark opens it."""
+    Spark (Hadoop's codecs) fails the whole read on a compressed file cut short or not compressed at
+    all; Python's codecs tell it before Spark opens it (``.zst``: :mod:`sqlcdc.formats._zstd_check`)."""
     low = path.lower()
+    if low.endswith(".zst"):
+        try:
+            with open(path, "rb") as fh:
+                problem = zstd_problem(fh.read())
+        except OSError as e:
+            problem = f"{e.strerror or e}"
+        return problem and f"cannot be read: not a whole zstd file ({problem})"
     opener = gzip.open if low.endswith(".gz") else bz2.open if low.endswith(".bz2") else None
     if opener is None:
         return None
