@@ -18,48 +18,59 @@ True
 
 from __future__ import annotations
 
+import io
+from typing import BinaryIO
+
 MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def zstd_problem(data: bytes) -> str | None:
-    """Why ``data`` is not a whole sequence of Zstandard frames, else None."""
+def zstd_problem(source: bytes | BinaryIO) -> str | None:
+    """Why ``source`` (bytes, or a seekable binary file) is not a whole sequence of Zstandard frames,
+    else None. Only the headers are read: a block's bytes are skipped, not loaded."""
+    fh = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
+    size = fh.seek(0, io.SEEK_END)
+
+    def at(pos: int, n: int) -> bytes:
+        fh.seek(pos)
+        return fh.read(n)
+
     pos, frame = 0, 0
-    while pos < len(data):
+    while pos < size:
         frame += 1
         start = pos
-        head = data[pos:pos + 4]
+        head = at(pos, 4)
         if len(head) < 4:
-            return f"frame {frame} cut short at byte {len(data)}"
+            return f"frame {frame} cut short at byte {size}"
         if head[1:] == b"\x2a\x4d\x18" and head[0] & 0xF0 == 0x50:  # a skippable frame
-            if pos + 8 > len(data):
-                return f"frame {frame} cut short at byte {len(data)}"
-            pos += 8 + int.from_bytes(data[pos + 4:pos + 8], "little")
-            if pos > len(data):
-                return f"frame {frame} (skippable) cut short at byte {len(data)}"
+            if pos + 8 > size:
+                return f"frame {frame} cut short at byte {size}"
+            pos += 8 + int.from_bytes(at(pos + 4, 4), "little")
+            if pos > size:
+                return f"frame {frame} (skippable) cut short at byte {size}"
             continue
         if head != MAGIC:
             return f"no Zstandard magic bytes at byte {start} (frame {frame})"
-        if pos + 5 > len(data):
-            return f"frame {frame} cut short at byte {len(data)}"
-        descriptor = data[pos + 4]
+        if pos + 5 > size:
+            return f"frame {frame} cut short at byte {size}"
+        descriptor = at(pos + 4, 1)[0]
         if descriptor & 0x08:
             return f"frame {frame} at byte {start}: its header sets the reserved bit"
         single = bool(descriptor & 0x20)
         content_size = (1 if single else 0, 2, 4, 8)[descriptor >> 6]
         pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 0x03] + content_size
         while True:
-            if pos + 3 > len(data):
-                return f"frame {frame} cut short at byte {len(data)}"
-            header = int.from_bytes(data[pos:pos + 3], "little")
-            kind, size = (header >> 1) & 0x03, header >> 3
+            if pos + 3 > size:
+                return f"frame {frame} cut short at byte {size}"
+            header = int.from_bytes(at(pos, 3), "little")
+            kind, length = (header >> 1) & 0x03, header >> 3
             if kind == 3:
                 return f"frame {frame}: a block of the reserved type at byte {pos}"
-            pos += 3 + (1 if kind == 1 else size)
-            if pos > len(data):
-                return f"frame {frame} cut short at byte {len(data)}"
+            pos += 3 + (1 if kind == 1 else length)
+            if pos > size:
+                return f"frame {frame} cut short at byte {size}"
             if header & 1:
                 break
         pos += 4 if descriptor & 0x04 else 0
-        if pos > len(data):
-            return f"frame {frame} cut short at byte {len(data)} (its checksum)"
+        if pos > size:
+            return f"frame {frame} cut short at byte {size} (its checksum)"
     return None  # an empty file too: Spark reads it as no lines

@@ -142,7 +142,7 @@ def compressed_file_problem(path: str) -> str | None:
     if low.endswith(".zst"):
         try:
             with open(path, "rb") as fh:
-                problem = zstd_problem(fh.read())
+                problem = zstd_problem(fh)
         except OSError as e:
             problem = f"{e.strerror or e}"
         return problem and f"cannot be read: not a whole zstd file ({problem})"
