@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import functions as F
 from test_ces import event as ces_event
 
-from sqlcdc.formats import base, ces, debezium
+from sqlcdc.formats import _file_checks, base, ces, debezium
 from sqlcdc.formats._avro_check import avro_file_problem
 
 GOOD = [json.dumps({"op": "c", "n": i}) for i in range(3)]
@@ -87,7 +87,7 @@ def test_a_whole_file_is_decompressed_once_across_runs(tmp_path, monkeypatch):
     def never(path):
         raise AssertionError(f"{path} decompressed again")
 
-    monkeypatch.setattr(base, "compressed_file_problem", never)
+    monkeypatch.setattr(_file_checks, "compressed_file_problem", never)
     again = base.FileChecks(tmp_path / "state")  # the next run
     assert again.problem(str(files["whole"])) is None and again.problem(str(files["plain"])) is None
     with pytest.raises(AssertionError, match="c.json.gz decompressed again"):  # a damaged one is not remembered whole
@@ -191,6 +191,74 @@ def test_a_zstd_file_cut_short_is_quarantined_as_a_file_and_whole_ones_land(spar
     assert sorted(r.value for r in got.where(F.col("source_file").endswith("a.json.zst")).collect()) == sorted(GOOD * 800)
     (row,) = base.rejected_before_decoding(got, "s", "debezium").collect()
     assert row.reason.startswith("file b.json.zst cannot be read: not a whole zstd file (frame 1 cut short at byte ")
+
+
+def test_hadoop_block_files_and_deflate_are_walked_and_other_layouts_quarantined_as_files(spark, tmp_path, monkeypatch):
+    """``.lz4`` and ``.snappy`` are read by Hadoop's block codecs, which took a file cut short as one
+    that ends there (its cut block's lines lost without a trace), read an lz4-tool file or framed
+    Snappy as no lines at all (or, on a 1 GB heap, stopped the JVM: OutOfMemoryError, 2026-12-06);
+    ``.deflate`` (zlib) cut short or not compressed stopped the read. Whole files as Spark writes
+    them pass and land; the others are one quarantine row each, naming what they are."""
+    from sqlcdc.formats._block_check import hadoop_block_problem
+
+    jvm = spark.sparkContext._jvm
+    lines = [json.dumps({"op": "c", "n": i, "pad": "x" * (i % 50)}) for i in range(6000)]  # > one 256 KiB block
+    text = "".join(f"{v}\n" for v in lines).encode()
+    written = {}
+    for codec in ("lz4", "snappy"):
+        folder = tmp_path / f"written-{codec}"
+        spark.createDataFrame([(v,) for v in lines], "value string").coalesce(1).write.option("compression", codec).text(str(folder))
+        (part,) = folder.glob("part-*")
+        written[codec] = part.read_bytes()
+
+    def through(stream_class, data: bytes) -> bytes:
+        out = jvm.java.io.ByteArrayOutputStream()
+        stream = stream_class(out)
+        stream.write(bytearray(data))
+        stream.close()
+        return bytes(out.toByteArray())
+
+    lz4_tool = through(jvm.net.jpountz.lz4.LZ4FrameOutputStream, text)
+    framed_snappy = through(jvm.org.xerial.snappy.SnappyFramedOutputStream, text)
+    for codec, whole in written.items():
+        assert int.from_bytes(whole[:4], "big") < len(text)  # more than one block: the walk crosses them
+        for ok in (whole, whole + whole, b"", whole + bytes(4)):
+            assert hadoop_block_problem(ok, codec) is None
+        assert hadoop_block_problem(whole[:-1], codec) == f"block 2 cut short at byte {len(whole) - 1}"
+        assert hadoop_block_problem(whole + bytes(4) + whole, codec).startswith("block 3 at byte ")
+        short_chunk = whole[:4] + (100).to_bytes(4, "big") + whole[8:]  # its data no longer what it says
+        assert hadoop_block_problem(short_chunk, codec).startswith("chunk 1 of block 1 at byte 4: ")
+    assert hadoop_block_problem(lz4_tool, "lz4") == "it is an LZ4 frame file, as the lz4 tool writes it, not Hadoop's lz4 block format"
+    assert hadoop_block_problem(framed_snappy, "snappy").startswith("it is framed Snappy")
+    assert hadoop_block_problem(text[:1000], "snappy").startswith("block 1 at byte 0 says it holds ")
+
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(tmp_path / "state"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    deflated = zlib.compress(text[:5000].rsplit(b"\n", 1)[0] + b"\n")
+    files = {"a.json.lz4": written["lz4"] * 2, "b.json.snappy": written["snappy"], "c.json.deflate": deflated * 2,
+             "d.json.lz4": written["lz4"][:-100], "e.json.lz4": lz4_tool, "f.json.snappy": framed_snappy,
+             "g.json.deflate": deflated[:-3], "h.json.deflate": text[:300]}
+    for name, data in files.items():
+        (landing / name).write_bytes(data)
+    bronze = base.read_text_lines(spark, str(landing), streaming=True)
+    streamed = tmp_path / "bronze"
+    (bronze.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True)
+     .start(str(streamed)).awaitTermination())
+    got = spark.read.parquet(str(streamed))
+    counts = {r.name: r.n for r in got.where(~base.is_unreadable_file()).groupBy(
+        F.element_at(F.split("source_file", "/"), -1).alias("name")).agg(F.count("*").alias("n")).collect()}
+    in_deflated = deflated and len(zlib.decompress(deflated).splitlines())
+    assert {k: counts.get(k) for k in ("a.json.lz4", "b.json.snappy", "c.json.deflate")} == {
+        "a.json.lz4": 12000, "b.json.snappy": 6000, "c.json.deflate": 2 * in_deflated}
+    reasons = {r.reason.split(" ")[1]: r.reason for r in base.rejected_before_decoding(got, "s", "debezium").collect()}
+    assert sorted(reasons) == ["d.json.lz4", "e.json.lz4", "f.json.snappy", "g.json.deflate", "h.json.deflate"]
+    assert reasons["d.json.lz4"].startswith("file d.json.lz4 cannot be read: not a whole Hadoop lz4 file (block 2 cut short at byte ")
+    assert reasons["e.json.lz4"].startswith(
+        "file e.json.lz4 cannot be read: not a whole Hadoop lz4 file (it is an LZ4 frame file, as the lz4 tool writes it")
+    assert "framed Snappy" in reasons["f.json.snappy"]
+    assert reasons["g.json.deflate"].startswith("file g.json.deflate cannot be read: not a whole zlib (.deflate) file (cut short")
+    assert reasons["h.json.deflate"].startswith("file h.json.deflate cannot be read: not a whole zlib (.deflate) file (zlib.error")
 
 
 # ----------------------------------------------------------------------------- CES Avro container files

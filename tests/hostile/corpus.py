@@ -56,8 +56,16 @@ def damaged_files(file: str) -> dict[str, str]:
     that is not Avro at all (:data:`DAMAGED_AVRO`). Each stopped the whole run (Spark's codec or
     Avro reader fails mid-file); now each is quarantined as a file."""
     stem, _, ext = file.rpartition(".")
-    gz = {f"{stem}_cut.{ext}.gz": ": not a whole gzip file (EOFError", f"{stem}_junk.{ext}.gz": ": not a whole gzip file (BadGzipFile"}
+    gz = {f"{stem}_cut.{ext}.gz": ": not a whole gzip file (EOFError", f"{stem}_junk.{ext}.gz": ": not a whole gzip file (BadGzipFile",
+          f"{stem}_tool.{ext}.lz4": ": not a whole Hadoop lz4 file (it is an LZ4 frame file, as the lz4 tool writes it"}
     return gz | (DAMAGED_AVRO if file == SOURCES["ces"][2] else {})
+
+
+def lz4_frame(data: bytes) -> bytes:
+    """``data`` (at most 64 KiB) as the lz4 tool writes it (an LZ4 frame, one block stored
+    uncompressed): Spark's ``.lz4`` codec is Hadoop's block format, which read such a file as no
+    lines at all, or stopped the JVM on a small heap (2026-12-06)."""
+    return b"\x04\x22\x4d\x18\x60\x40\x82" + (len(data) | 1 << 31).to_bytes(4, "little") + data + bytes(4)
 
 
 def not_utf8_file(producer: str, file: str, good: str) -> tuple[str, bytes, list[str]]:
@@ -146,17 +154,18 @@ def land(landing: Path) -> tuple[str, dict[str, str]]:
         alone = next(c.record for c in CASES_OF[producer] if c.place == "silver")
         (folder / file).write_text("\n".join(x for x in lines[producer] if x != alone) + "\n")
         (folder / colon_name(file)).write_text(alone + "\n")
-        cut, junk, *avro = damaged_files(file)
+        cut, junk, tool, *avro = damaged_files(file)
         (folder / cut).write_bytes(gzip.compress(((alone + "\n") * 50).encode())[:-40])
         (folder / junk).write_bytes(b"these bytes were meant to be gzip\n")
+        (folder / tool).write_bytes(lz4_frame((alone + "\n").encode()))
         latin1, text, _ = not_utf8_file(producer, file, alone)
         (folder / latin1).write_bytes(text)
         for name in avro:
             (folder / name).write_bytes(int_id_avro(alone) if name.endswith("_int_id.avro")
                                         else b"these bytes were meant to be an Avro container file\n")
-        # CES reads JSON lines by json_glob (default *.{json,jsonl,ndjson}): let it read .json.gz too;
+        # CES reads JSON lines by json_glob (default *.{json,jsonl,ndjson}): let it read .json.gz/.lz4 too;
         # and Avro files (avro_glob, default *.avro)
-        options = "    options: {serialization: auto, json_glob: '*.{json,json.gz}'}\n" if producer == "ces" else ""
+        options = "    options: {serialization: auto, json_glob: '*.{json,json.gz,json.lz4}'}\n" if producer == "ces" else ""
         sources += f"  {source}:\n    format: {producer}\n    landing: {folder}\n{options}"
     dbz_cols = [{"name": f["field"], "type": _dbz_type(f)} for f in h.DBZ_FIELDS]
     tables = {

@@ -49,7 +49,7 @@ BINARY_HINT = "__sqlcdc_binary"
 _EXTENSIONS = {
     "parquet": (".parquet",),
     "csv": (".csv", ".csv.gz"),
-    "json": (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz"),
+    "json": tuple(e + c for e in (".json", ".jsonl", ".ndjson") for c in ("", ".gz", ".bz2", ".zst", ".deflate", ".lz4", ".snappy")),
 }
 #: the rows of unreadable files: bronze without record_id (a StructType, see BRONZE_SCHEMA: a DDL
 #: string here stopped every run that had an unreadable export, or an empty landing folder)

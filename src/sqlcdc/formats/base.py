@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import bz2
 import contextlib
-import gzip
-import hashlib
 import json
 import os
-import re
-import zlib
-from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Hashable, Iterator
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -25,24 +19,17 @@ from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from sqlcdc import frames
 from sqlcdc.config import TableConfig
-from sqlcdc.formats._avro_check import NOT_AS_READER, avro_file_problem
-from sqlcdc.formats._zstd_check import zstd_problem
+from sqlcdc.formats._file_checks import (  # noqa: F401 -- re-exported: the landed-file checks' public names
+    CHECKED_SUFFIXES, STATE_DIR_ENV, UNREADABLE_FILE, FileChecks, check_landed_files, compressed_file_problem,
+    file_uri, landed_file_problem)
 from sqlcdc.transport.files import LANDED_FILE_OPTIONS, file_read, open_files
+
 
 def landed_files_reader(spark: SparkSession, *, streaming: bool = False) -> DataFrameReader | DataStreamReader:
     """``spark.read`` (or ``readStream``) set up for landed local files (see
     :data:`sqlcdc.transport.files.LANDED_FILE_OPTIONS`): change-table exports, read file by file."""
     return (spark.readStream if streaming else spark.read).options(**LANDED_FILE_OPTIONS)
 
-
-#: Environment variable naming the folder where a local run keeps its file checks (``sqlcdc run``
-#: sets it to ``<warehouse>/_sqlcdc``). Unset (Databricks, a notebook), landed files are read as
-#: Spark reads them: a corrupt compressed or Avro file then stops the read, naming the file.
-STATE_DIR_ENV = "SQLCDC_STATE_DIR"
-
-#: The key of the bronze ``value`` that stands for a landed file that cannot be read to its end
-#: (:func:`rejected_before_decoding`); the pipeline quarantines such rows as files, before any decoder.
-UNREADABLE_FILE = "__sqlcdc_unreadable_file"
 
 _MARKER_SCHEMA = StructType([StructField("value", StringType()), StructField("source_file", StringType())])
 
@@ -111,149 +98,6 @@ def local_path(landing: str) -> str | None:
     if landing.startswith("file:"):
         return unquote(landing[len("file:"):])
     return None if "://" in landing else landing
-
-
-def file_uri(path: str) -> str:
-    """``file:/...``, percent-encoded, as Spark's ``_metadata.file_path`` spells a local file."""
-    return "file:" + quote(os.path.abspath(path), safe="/!$&'()*+,;=@~")
-
-
-def _glob_patterns(glob: str | None) -> list[str]:
-    """A Hadoop file-name glob as :mod:`fnmatch` patterns (``{a,b}`` alternatives expanded)."""
-    if not glob:
-        return ["*"]
-    m = re.search(r"\{([^{}]*)\}", glob)
-    if not m:
-        return [glob.replace("[^", "[!")]
-    return [p for alt in m.group(1).split(",") for p in _glob_patterns(glob[: m.start()] + alt + glob[m.end():])]
-
-
-#: The landed files :class:`FileChecks` reads through: those Spark cannot read to their end when
-#: damaged (plain text always can).
-CHECKED_SUFFIXES = (".gz", ".bz2", ".zst", ".avro")
-
-
-def compressed_file_problem(path: str) -> str | None:
-    """Why a ``.gz`` / ``.bz2`` / ``.zst`` file cannot be read to its end, else None (other files: None).
-
-    Spark (Hadoop's codecs) fails the whole read on a compressed file cut short or not compressed at
-    all; Python's codecs tell it before Spark opens it (``.zst``: :mod:`sqlcdc.formats._zstd_check`)."""
-    low = path.lower()
-    if low.endswith(".zst"):
-        try:
-            with open(path, "rb") as fh:
-                problem = zstd_problem(fh)
-        except OSError as e:
-            problem = f"{e.strerror or e}"
-        return problem and f"cannot be read: not a whole zstd file ({problem})"
-    opener = gzip.open if low.endswith(".gz") else bz2.open if low.endswith(".bz2") else None
-    if opener is None:
-        return None
-    kind = "gzip" if opener is gzip.open else "bzip2"
-    try:
-        with opener(path, "rb") as fh:
-            while fh.read(1 << 20):
-                pass
-    except (OSError, EOFError, ValueError, zlib.error) as e:
-        return f"cannot be read: not a whole {kind} file ({type(e).__name__}: {str(e)[:200]})"
-    return None
-
-
-def landed_file_problem(path: str, avro_reader: dict | None = None) -> str | None:
-    """Why a landed ``.gz``/``.bz2`` (:func:`compressed_file_problem`) or Avro container file
-    (:func:`sqlcdc.formats._avro_check.avro_file_problem`, as ``avro_reader`` records) cannot be
-    read to its end, else None."""
-    if path.lower().endswith(".avro"):
-        return avro_file_problem(path, avro_reader)
-    return compressed_file_problem(path)
-
-
-class FileChecks:
-    """:func:`landed_file_problem`, remembering whole files by size and modification time in
-    ``<state>/unreadable/checked.json`` so each is read through once, not on every run. Without a
-    state folder (``state=None``) nothing is remembered.
-
-    >>> checks = FileChecks(None)
-    >>> checks.problem("landing/a.json") is None   # neither compressed nor Avro: nothing to check
-    True
-    """
-
-    def __init__(self, state: Path | None) -> None:
-        self._path = state / "unreadable" / "checked.json" if state else None
-        self._whole: dict[str, list[int]] = {}
-        if self._path is not None:
-            try:
-                self._whole = json.loads(self._path.read_text())
-            except (OSError, ValueError):
-                self._whole = {}
-        self._changed = False
-
-    @classmethod
-    def of_this_run(cls) -> "FileChecks":
-        """The checks of a local run (:data:`STATE_DIR_ENV`), else ones that remember nothing."""
-        state = os.environ.get(STATE_DIR_ENV)
-        return cls(Path(state) if state else None)
-
-    def problem(self, path: str, avro_reader: dict | None = None) -> str | None:
-        if not path.lower().endswith(CHECKED_SUFFIXES):
-            return None
-        try:
-            st = os.stat(path)
-        except OSError as e:
-            return f"cannot be read: {e.strerror or e}"
-        stamp = [st.st_size, st.st_mtime_ns]
-        if self._whole.get(path) == stamp:
-            return None
-        problem = landed_file_problem(path, avro_reader)
-        if problem is None:
-            self._whole[path] = stamp
-            self._changed = True
-        return problem
-
-    def save(self) -> None:
-        if self._path is not None and self._changed:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._path.with_name(f".{self._path.name}.tmp")
-            tmp.write_text(json.dumps(self._whole))
-            os.replace(tmp, self._path)
-            self._changed = False
-
-
-def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: dict | None = None) -> Path:
-    """Check the compressed and Avro files Spark's file source would read in ``folder`` (its files that
-    match ``glob``, hidden and ``_`` ones skipped); return the folder of marker files, one JSON
-    line per file that cannot be read (:data:`UNREADABLE_FILE`). Plain Python, no Spark job.
-
-    A file is checked once (:class:`FileChecks`); a damaged one keeps its marker, so a full
-    refresh quarantines the file again."""
-    key = hashlib.sha256(f"{os.path.abspath(folder)}\u0001{glob or ''}".encode()).hexdigest()[:16]
-    markers = state / "unreadable" / key
-    markers.mkdir(parents=True, exist_ok=True)
-    checks = FileChecks(state)
-    patterns = _glob_patterns(glob)
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        names = []  # Spark's own read says the folder is missing
-    for name in names:
-        path = os.path.join(folder, name)
-        if name.startswith(("_", ".")) or not any(fnmatchcase(name, p) for p in patterns) or not os.path.isfile(path):
-            continue
-        marker = markers / (hashlib.sha256(path.encode()).hexdigest()[:32] + ".json")
-        if marker.exists():
-            continue
-        problem = checks.problem(path, avro_reader)
-        if problem is None:
-            continue
-        reason = f"file {name} {problem}" + ("; none of its records was landed" if problem.startswith(NOT_AS_READER)
-                                             else "; what could be read before the damage was landed as usual")
-        # a leading newline: no landed line can hold one, so no record can pass for a marker
-        line = {"value": "\n" + json.dumps({UNREADABLE_FILE: reason}), "source_file": file_uri(path)}
-        tmp = markers / f".{marker.name}.tmp"  # hidden: Spark's file source skips it
-        tmp.write_text(json.dumps(line) + "\n")
-        os.replace(tmp, marker)  # whole or absent: the marker stream never reads half a line
-    checks.save()
-    return markers
 
 
 #: What JSON counts as whitespace (RFC 8259); Spark's ``trim`` strips spaces only.
