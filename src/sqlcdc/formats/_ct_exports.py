@@ -9,11 +9,8 @@ docstring, "Bronze".
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import fnmatch
-import gzip
-import io
 import json
 import os
 import re
@@ -27,7 +24,8 @@ from pyspark.sql.types import StructType
 from sqlcdc.config import ConfigError, SourceConfig
 from sqlcdc.frames import all_of, union_all
 from sqlcdc.names import quote
-from sqlcdc.formats._ct_names import META_COLUMNS, OPERATION, START_LSN, capture_instance_of
+from sqlcdc.formats._ct_headers import csv_header, parquet_schema
+from sqlcdc.formats._ct_names import META_COLUMNS, REQUIRED_COLUMNS, capture_instance_of
 from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, is_blank, landed_files_reader, local_path, record_id, without_bom
 
 __all__ = [
@@ -48,7 +46,7 @@ BINARY_HINT = "__sqlcdc_binary"
 
 _EXTENSIONS = {
     "parquet": (".parquet",),
-    "csv": (".csv", ".csv.gz"),
+    "csv": (".csv", ".csv.gz", ".csv.bz2"),
     "json": tuple(e + c for e in (".json", ".jsonl", ".ndjson") for c in ("", ".gz", ".bz2", ".zst", ".deflate", ".lz4", ".snappy")),
 }
 #: the rows of unreadable files: bronze without record_id (a StructType, see BRONZE_SCHEMA: a DDL
@@ -160,100 +158,12 @@ RAW_TEXT = "__sqlcdc_raw"
 WHOLE_ROW_HINT = "__sqlcdc_format"
 #: The metadata columns a file must have for its rows to be read (``__$seqval`` is checked per row:
 #: exports of ``fn_cdc_get_net_changes`` have none).
-REQUIRED_COLUMNS = (START_LSN, OPERATION)
 _GLOB_CHARS = re.compile(r"([\[\]{}*?\\])")
 
 
 def _spark_path(path: str) -> str:
     """A local path as Spark reads it literally (glob characters escaped: ``d[1].csv`` is a name)."""
     return _GLOB_CHARS.sub(r"\\\1", path)
-
-
-def _columns_problem(names: list[str], what: str) -> str | None:
-    """Why a file's columns cannot be mapped to change-table columns (None: they can)."""
-    missing = [c for c in REQUIRED_COLUMNS if c not in names]
-    if missing:  # the first problem to tell: the rest is noise when this is not a header at all
-        shown = ", ".join(repr(n[:40]) for n in names[:6]) + (", ..." if len(names) > 6 else "")
-        return (f"its {what} lacks {', '.join(missing)} (it has {shown}): not a change-table export, "
-                "or its first line is not a header")
-    problems, seen = [], set()
-    for i, n in enumerate(names, 1):
-        if n.strip() == "":
-            problems.append(f"column {i} of its {what} has no name")
-        elif n.lower() in seen:
-            problems.append(f"its {what} names column {n[:60]!r} twice")
-        elif n.startswith("__$") and n not in META_COLUMNS:
-            problems.append(f"its {what} has {n[:60]!r}, which is not a change-table column ({', '.join(META_COLUMNS)})")
-        elif n.startswith("__sqlcdc"):
-            problems.append(f"its {what} has {n[:60]!r}, a name sqlcdc reserves")
-        seen.add(n.lower())
-    return "; ".join(problems) or None
-
-
-def _csv_header(path: str, sep: str) -> tuple[list[str] | None, str | None, str, int]:
-    """``(names, problem, header text, empty lines before it)`` of a CSV export: its first record
-    that is not an empty line, taken by the rule the Spark side uses (physical lines until the count
-    of ``"`` is even). ``names`` and ``problem`` None: an empty file (no records at all)."""
-    taken: list[str] = []
-    quotes = blank = 0
-    try:
-        opener = gzip.open if path.lower().endswith(".gz") else open
-        # Lines end at "\n" only (a "\r" before it is stripped), as the Spark side reads them.
-        with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as fh:
-            for line in fh:
-                if not taken and line.rstrip("\r\n") == "":
-                    blank += 1
-                    continue
-                taken.append(line.rstrip("\r\n"))
-                quotes += line.count('"')
-                if quotes % 2 == 0 or len(taken) >= 1000:
-                    break
-    except (OSError, EOFError, ValueError) as e:  # unreadable, truncated or not-gzip .gz, ...
-        return None, f"cannot be read ({type(e).__name__}: {str(e)[:200]})", "", blank
-    text = "\n".join(taken)
-    if not taken:
-        return None, None, "", blank
-    if quotes % 2:
-        return None, "cannot be read: a quote in its header line is not closed", text[:2000], blank
-    try:
-        names = next(csv.reader(io.StringIO(text), delimiter=sep, quotechar='"', doublequote=True, strict=True))
-    except (csv.Error, StopIteration, TypeError) as e:
-        return None, f"cannot be read: its header line is not CSV ({e})", text[:2000], blank
-    if names:
-        names[0] = names[0].lstrip("\ufeff")  # a UTF-8 byte order mark
-    problem = _columns_problem(names, "header")
-    return names, problem and f"cannot be mapped to change-table columns: {problem}", text[:2000], blank
-
-
-def _parquet_schema(path: str) -> tuple[tuple | None, str | None]:
-    """``(schema key, problem)`` of a Parquet export, from its footer (pyarrow: no Spark job)."""
-    import pyarrow.parquet as pq
-    import pyarrow.types as pat
-
-    try:
-        schema = pq.read_schema(path)
-    except Exception as e:  # noqa: BLE001 - whatever pyarrow raises, the file is not readable Parquet
-        return None, f"is not a readable Parquet file ({type(e).__name__}: {str(e)[:200]})"
-    unreadable: list[str] = []
-
-    def walk(name: str, t) -> None:  # types Spark's Parquet reader refuses
-        if pat.is_time(t) or (pat.is_timestamp(t) and t.unit == "ns"):
-            unreadable.append(f"{name} ({t})")
-        for i in range(getattr(t, "num_fields", 0) if pat.is_struct(t) else 0):
-            walk(f"{name}.{t.field(i).name}", t.field(i).type)
-        if pat.is_list(t) or pat.is_large_list(t) or pat.is_fixed_size_list(t):
-            walk(f"{name}[]", t.value_type)
-        if pat.is_map(t):
-            walk(f"{name}{{key}}", t.key_type)
-            walk(f"{name}{{value}}", t.item_type)
-
-    for f in schema:
-        walk(f.name, f.type)
-    problems = [p for p in (_columns_problem(list(schema.names), "schema"),) if p]
-    if unreadable:
-        problems.append(f"it has column(s) of a type Spark cannot read: {', '.join(unreadable)}")
-    problem = "; ".join(problems)
-    return tuple((f.name, str(f.type)) for f in schema), problem and f"cannot be mapped to change-table columns: {problem}"
 
 
 def _unreadable_files(spark: SparkSession, found: list[tuple[str, str, str]]) -> DataFrame:
@@ -437,10 +347,10 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
         by_columns: dict[tuple, list[str]] = defaultdict(list)
         for path in files:
             if fmt == "csv":
-                names, problem, raw, blank = _csv_header(path, sep)
+                names, problem, raw, blank = csv_header(path, sep)
                 key = (tuple(names), blank) if names is not None else None
             else:
-                key, problem = _parquet_schema(path)
+                key, problem = parquet_schema(path)
                 raw = ""
             if problem:
                 unreadable.append((path, problem, raw))
@@ -450,7 +360,7 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
             if fmt == "csv":
                 frames.append(_read_csv(spark, paths, list(key[0]), source, key[1]))
             else:
-                texts = [n for n, t in key if t.replace("large_", "").replace("dictionary<values=", "").startswith("string")]
+                texts = [name for name, _, is_text in key if is_text]
                 frames.append(_to_bronze(landed_files_reader(spark).parquet(*[_spark_path(p) for p in paths]), hint=True,
                                          texts=texts))
     checks.save()

@@ -38,6 +38,8 @@ NAME = "cdc_ct"  # the format
 START_LSN, END_LSN, SEQVAL = "__$start_lsn", "__$end_lsn", "__$seqval"
 OPERATION, UPDATE_MASK, COMMAND_ID = "__$operation", "__$update_mask", "__$command_id"
 META_COLUMNS = (START_LSN, END_LSN, SEQVAL, OPERATION, UPDATE_MASK, COMMAND_ID)
+#: The columns an export must have to be read as change-table rows.
+REQUIRED_COLUMNS = (START_LSN, OPERATION)
 COMMIT_TIME_COLUMN = "tran_end_time"
 
 # Capture instance from a file path (see the cdc_ct module docstring). Same patterns in Python and Spark.

@@ -7,7 +7,8 @@ Rows of a change table, or of ``cdc.fn_cdc_get_all_changes_<ci>(@from, @to, N'al
 (its four metadata columns; :mod:`sqlcdc.transport.jdbc` lands those plus ``__$command_id`` joined from
 the change table; ``__$end_lsn`` is never needed), exported as **Parquet**, **CSV** (with a
 header line) or **JSON lines**. The format is taken from the file extension (``.parquet``;
-``.csv``; ``.json``/``.jsonl``/``.ndjson``; optionally ``.gz``); other files are skipped. The source
+``.csv``, ``.csv.gz``, ``.csv.bz2``; ``.json``/``.jsonl``/``.ndjson``, plain or compressed by any codec Spark
+reads: ``.gz``, ``.bz2``, ``.zst``, ``.deflate``, Hadoop-format ``.lz4``/``.snappy``); other files are skipped. The source
 option ``file_format`` makes every file that format (narrow with ``glob``, e.g. ``*.txt``).
 Each row has the metadata columns ``__$start_lsn``, ``__$end_lsn``, ``__$seqval``,
 ``__$operation``, ``__$update_mask``, ``__$command_id`` (absent before the 2012-2016 cumulative
@@ -48,8 +49,8 @@ What cannot be read becomes a bronze row ``{"__sqlcdc_unreadable": <reason>, "__
 that the decoder quarantines with that reason (rule ``decode``; ``bronze_file`` = the file), while the
 rest of the source lands:
 
-- a file that does not open, a ``.gz`` that is not gzip or is cut short (checked to its end in
-  Python: Spark would fail the whole read), a file that is not Parquet (names are
+- a file that does not open, a compressed file that is not what its suffix says or is cut short
+  (checked to its end in Python: Spark would fail the whole read, or lose its end silently), a file that is not Parquet (names are
   read literally: ``[1]`` is not a glob, ``:`` is read through :data:`~sqlcdc.transport.files.LANDED_FILE_OPTIONS`);
 - a header or schema that cannot be mapped to change-table columns: no ``__$start_lsn``,
   ``__$seqval`` or ``__$operation`` (e.g. an export without a header line), a ``__$`` name that is
