@@ -392,39 +392,24 @@ def registry_schemas(url: str, topic_ok: Callable[[str], bool], *, fetch: Callab
     return out
 
 
-def _mask_fields(schema: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Paths of ``bytes`` fields named ``*Mask`` (Qlik's changeMask/columnMask) in a record schema."""
-    out: list[tuple[str, ...]] = []
-    if isinstance(schema, list):
-        for branch in schema:
-            out += _mask_fields(branch, path)
-    elif isinstance(schema, dict) and schema.get("type") == "record" and len(path) < 3:
-        for f in schema.get("fields", []):
-            t = f.get("type")
-            is_bytes = t == "bytes" or (isinstance(t, list) and "bytes" in t)
-            if is_bytes and f["name"].endswith("Mask"):
-                out.append(path + (f["name"],))
-            else:
-                out += _mask_fields(t, path + (f["name"],))
-    return out
-
-
-def _text_fields(schema: Any, path: tuple[str, ...] = (), named: dict[str, Any] | None = None) -> list[tuple[str, ...]]:
-    """Paths of the ``string`` fields of a record schema, through ``[null, T]`` unions and records
-    named once and used by name (Debezium's ``after: ["null", "Value"]``)."""
+def _leaf_fields(schema: Any, kind: str, path: tuple[str, ...] = (), named: dict[str, Any] | None = None
+                 ) -> list[tuple[str, ...]]:
+    """Paths of the fields of Avro primitive type ``kind`` (``string``, ``bytes``) in a record schema,
+    through ``[null, T]`` unions and records named once and used by name (Debezium's
+    ``after: ["null", "Value"]``); four records deep at most (the envelopes' depth)."""
     named = {} if named is None else named
     if isinstance(schema, str):
         schema = named.get(schema, named.get(schema.rsplit(".", 1)[-1], schema))
     if isinstance(schema, list):
         branches = [b for b in schema if b != "null"]
-        return _text_fields(branches[0], path, named) if len(branches) == 1 else []
-    if isinstance(schema, dict) and schema.get("type") == "string" or schema == "string":
+        return _leaf_fields(branches[0], kind, path, named) if len(branches) == 1 else []
+    if schema == kind or isinstance(schema, dict) and schema.get("type") == kind:
         return [path]
     out: list[tuple[str, ...]] = []
     if isinstance(schema, dict) and schema.get("type") == "record" and len(path) < 4:
         named[schema["name"]] = named[f"{schema.get('namespace', '')}.{schema['name']}"] = schema
         for f in schema.get("fields", []):
-            out += _text_fields(f.get("type"), path + (f["name"],), named)
+            out += _leaf_fields(f.get("type"), kind, path + (f["name"],), named)
     return out
 
 
@@ -448,8 +433,8 @@ def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
         decoded = from_avro(body, schema, {"mode": "PERMISSIVE"})
         # to_json writes a string's bytes that are not UTF-8 as U+FFFD: the first such field is named
         bad = F.coalesce(*[F.when(~F.is_valid_utf8(_get_path(decoded, p)), F.lit(".".join(p)))
-                           for p in _text_fields(json.loads(schema))], F.lit(None).cast("string"))
-        for path in _mask_fields(json.loads(schema)):
+                           for p in _leaf_fields(json.loads(schema), "string")], F.lit(None).cast("string"))
+        for path in (p for p in _leaf_fields(json.loads(schema), "bytes") if p[-1].endswith("Mask")):  # Qlik's masks as hex
             decoded = decoded.withField(".".join(path), F.hex(_get_path(decoded, path)))
         rendered = F.to_json(decoded)  # PERMISSIVE: a body that does not decode gives a struct of nulls
         text = F.when(schema_id == F.lit(sid), F.when(rendered != F.lit("{}"), rendered)).otherwise(text)
