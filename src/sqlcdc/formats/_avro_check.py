@@ -219,10 +219,13 @@ def _check(r: _Reader, reader: dict | None = None) -> None:
 
 def avro_file_problem(path: str, reader: dict | None = None) -> str | None:
     """Why the Avro container file at ``path`` cannot be read to its end (or, given a ``reader``
-    schema, as that schema's records), else None."""
+    schema, as that schema's records), else None. An empty file is whole: Spark reads it as no
+    records, as it reads an empty file of lines (one landed before its writer wrote it)."""
     try:
         with open(path, "rb") as fh:
-            _check(_Reader(fh, os.fstat(fh.fileno()).st_size), reader)
+            size = os.fstat(fh.fileno()).st_size
+            if size:
+                _check(_Reader(fh, size), reader)
     except _Unreadable as e:
         return f"{NOT_AS_READER}{reader and reader.get('name')} records: {e}"
     except _Damaged as e:
