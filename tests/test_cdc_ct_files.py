@@ -14,6 +14,7 @@ import gzip
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
@@ -295,6 +296,16 @@ def test_parquet_exports_with_conflicting_types_each_read_with_their_schema(spar
     (tmp_path / "dbo_orders_CT.3").mkdir()
     (tmp_path / "dbo_orders_CT.3" / "part-0.parquet").write_bytes(b"PAR1 this is not parquet")
     write_parquet(spark, tmp_path / "dbo_orders_CT.4", [rows[0]], typed=False, order=[k for k in HEADER if k != "__$seqval"])
+    # a whole footer, but a data page header that does not decode: Spark's read of it failed the
+    # whole source (FAILED_READ_FILE, 2026-12-06); pyarrow reads it through once and names it
+    write_parquet(spark, tmp_path / "dbo_orders_CT.5", [{**rows[0], "notes": f"note {i}"} for i in range(500)], typed=False)
+    (part,) = (tmp_path / "dbo_orders_CT.5").glob("part-*.parquet")
+    chunk = next(c for c in (pq.ParquetFile(part).metadata.row_group(0).column(i) for i in range(len(HEADER)))
+                 if c.path_in_schema == "notes")
+    data = bytearray(part.read_bytes())
+    data[chunk.data_page_offset:chunk.data_page_offset + 4] = bytes(b ^ 0xFF for b in data[chunk.data_page_offset:][:4])
+    part.unlink()
+    (tmp_path / "dbo_orders_CT.5" / "part-bad-page.parquet").write_bytes(bytes(data))
     _, decoded = decode_landing(spark, tmp_path)
     assert silver_rows(decoded) == EXPECTED_SILVER
     assert got_after_images(decoded) == after_images(rows)
@@ -302,8 +313,10 @@ def test_parquet_exports_with_conflicting_types_each_read_with_their_schema(spar
     assert [reason.split(" (")[0] for _, reason in q] == [
         "file part-0.parquet is not a readable Parquet file",
         "missing __$seqval",  # per row: a net-changes export (option function) has none
+        "file part-bad-page.parquet is not a readable Parquet file: its data does not read to its end",
     ]
     assert q[1][0].startswith("part-00000-") and q[1][0].endswith(".parquet")
+    assert "(OSError: Couldn't deserialize thrift" in q[2][1]
 
 
 # --- bytes that are not UTF-8 ----------------------------------------------------------------------

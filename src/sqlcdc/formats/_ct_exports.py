@@ -24,7 +24,7 @@ from pyspark.sql.types import StructType
 from sqlcdc.config import ConfigError, SourceConfig
 from sqlcdc.frames import all_of, union_all
 from sqlcdc.names import quote
-from sqlcdc.formats._ct_headers import csv_header, parquet_schema
+from sqlcdc.formats._ct_headers import csv_header, parquet_data_problem, parquet_schema
 from sqlcdc.formats._ct_names import META_COLUMNS, REQUIRED_COLUMNS, capture_instance_of
 from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, is_blank, landed_files_reader, local_path, record_id, without_bom
 
@@ -351,6 +351,7 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
                 key = (tuple(names), blank) if names is not None else None
             else:
                 key, problem = parquet_schema(path)
+                problem = problem or checks.problem(path, whole=parquet_data_problem)
                 raw = ""
             if problem:
                 unreadable.append((path, problem, raw))

@@ -104,3 +104,17 @@ def parquet_schema(path: str) -> tuple[tuple | None, str | None]:
 
     key = tuple((f.name, str(f.type), text(f.type)) for f in schema)
     return key, problem and f"cannot be mapped to change-table columns: {problem}"
+
+
+def parquet_data_problem(path: str) -> str | None:
+    """Why the data of a Parquet export does not read to its end (a page that does not decompress or
+    decode: Spark's read of it failed the whole source), else None. Read through once with pyarrow,
+    a batch at a time; :class:`sqlcdc.formats.base.FileChecks` remembers a whole file."""
+    import pyarrow.parquet as pq
+
+    try:
+        for _ in pq.ParquetFile(path).iter_batches(batch_size=1 << 16):
+            pass
+    except Exception as e:  # noqa: BLE001 - whatever pyarrow raises, the file's data does not read
+        return f"is not a readable Parquet file: its data does not read to its end ({type(e).__name__}: {str(e)[:200]})"
+    return None

@@ -15,6 +15,7 @@ import zlib
 from fnmatch import fnmatchcase
 from functools import partial
 from pathlib import Path
+from typing import Callable
 from urllib.parse import quote
 
 from sqlcdc.formats._avro_check import NOT_AS_READER, avro_file_problem
@@ -141,8 +142,11 @@ class FileChecks:
         state = os.environ.get(STATE_DIR_ENV)
         return cls(Path(state) if state else None)
 
-    def problem(self, path: str, avro_reader: dict | None = None) -> str | None:
-        if not path.lower().endswith(CHECKED_SUFFIXES):
+    def problem(self, path: str, avro_reader: dict | None = None, *,
+                whole: Callable[[str], str | None] | None = None) -> str | None:
+        """Why ``path`` cannot be read to its end (:func:`landed_file_problem`, or the check ``whole``
+        when given, whatever the file's suffix), else None; a whole file is not read again."""
+        if whole is None and not path.lower().endswith(CHECKED_SUFFIXES):
             return None
         try:
             st = os.stat(path)
@@ -151,7 +155,7 @@ class FileChecks:
         stamp = [st.st_size, st.st_mtime_ns]
         if self._whole.get(path) == stamp:
             return None
-        problem = landed_file_problem(path, avro_reader)
+        problem = whole(path) if whole else landed_file_problem(path, avro_reader)
         if problem is None:
             self._whole[path] = stamp
             self._changed = True

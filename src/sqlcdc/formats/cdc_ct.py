@@ -50,7 +50,9 @@ that the decoder quarantines with that reason (rule ``decode``; ``bronze_file`` 
 rest of the source lands:
 
 - a file that does not open, a compressed file that is not what its suffix says or is cut short
-  (checked to its end in Python: Spark would fail the whole read, or lose its end silently), a file that is not Parquet (names are
+  (checked to its end in Python: Spark would fail the whole read, or lose its end silently), a file that is not
+  Parquet or whose data does not read to its end (read through once with pyarrow: a page that does not
+  decode failed Spark's read of the whole source) (names are
   read literally: ``[1]`` is not a glob, ``:`` is read through :data:`~sqlcdc.transport.files.LANDED_FILE_OPTIONS`);
 - a header or schema that cannot be mapped to change-table columns: no ``__$start_lsn``,
   ``__$seqval`` or ``__$operation`` (e.g. an export without a header line), a ``__$`` name that is
