@@ -193,6 +193,32 @@ def test_a_zstd_file_cut_short_is_quarantined_as_a_file_and_whole_ones_land(spar
     assert row.reason.startswith("file b.json.zst cannot be read: not a whole zstd file (frame 1 cut short at byte ")
 
 
+def test_files_in_folders_below_the_landing_are_landed_and_checked_as_auto_loader_reads_them(spark, tmp_path, monkeypatch):
+    """Auto Loader reads a landing's subfolders (``2026/12/06/x.json``); Spark's file source left
+    such files out without a word and stopped the whole read at a ``key=value`` folder beside
+    landed files (CONFLICTING_DIRECTORY_STRUCTURES, 2026-12-06). Now both are read, a damaged file
+    down there is quarantined naming its path below the landing, and ``_*``/``.*`` folders are not read."""
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(tmp_path / "state"))
+    landing = tmp_path / "landing"
+    lines = {"a.json": GOOD[0], "2026/12/06/b.json": GOOD[1], "dt=2026-12-06/c.json": GOOD[2],
+             "_tmp/d.json": '{"op": "c", "n": 98}', ".partial/e.json": '{"op": "c", "n": 99}'}
+    for name, line in lines.items():
+        (landing / name).parent.mkdir(parents=True, exist_ok=True)
+        (landing / name).write_text(line + "\n")
+    (landing / "2026/12/07").mkdir(parents=True)
+    (landing / "2026/12/07/cut.json.gz").write_bytes(gzip.compress(((GOOD[0] + "\n") * 50).encode())[:-40])
+    (landing / "_tmp/junk.json.gz").write_bytes(b"not gzip, and in a folder Spark skips\n")
+    bronze = base.read_text_lines(spark, str(landing), streaming=True)
+    streamed = tmp_path / "bronze"
+    (bronze.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True)
+     .start(str(streamed)).awaitTermination())
+    got = spark.read.parquet(str(streamed))
+    landed = {(r.source_file.split("/landing/")[1], r.value) for r in got.where(~base.is_unreadable_file()).collect()}
+    assert {x for x in landed if not x[0].endswith(".gz")} == {(k, v) for k, v in lines.items() if k[0] not in "_."}
+    (row,) = base.rejected_before_decoding(got, "s", "debezium").collect()
+    assert row.reason.startswith("file 2026/12/07/cut.json.gz cannot be read: not a whole gzip file (EOFError")
+
+
 def test_hadoop_block_files_and_deflate_are_walked_and_other_layouts_quarantined_as_files(spark, tmp_path, monkeypatch):
     """``.lz4`` and ``.snappy`` are read by Hadoop's block codecs, which took a file cut short as one
     that ends there (its cut block's lines lost without a trace), read an lz4-tool file or framed

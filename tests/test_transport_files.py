@@ -13,18 +13,19 @@ from sqlcdc.transport import files
 from sqlcdc.transport.files import LANDED_FILE_OPTIONS, FileRead, file_read
 
 RAW_LOCAL = {"fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem", "fs.file.impl.disable.cache": "true"}
+NESTED = {"recursiveFileLookup": "true"}  # files in folders below the landing are read (Auto Loader reads them)
 
 
 def test_local_streaming_text_is_sparks_file_source_on_the_raw_local_file_system():
     read = file_read("/landing/inv", file_format="text", streaming=True, glob="*.json", databricks=False)
     assert read == FileRead(path="/landing/inv", format="text", streaming=True,
-                            options={**RAW_LOCAL, "pathGlobFilter": "*.json"})
+                            options={**NESTED, **RAW_LOCAL, "pathGlobFilter": "*.json"})
     assert LANDED_FILE_OPTIONS == RAW_LOCAL
 
 
 def test_local_read_of_damaged_files_keeps_what_it_can():
     read = file_read("/l", file_format="text", streaming=True, ignore_corrupt=True, databricks=False)
-    assert read.options == {**RAW_LOCAL, "ignoreCorruptFiles": "true"}
+    assert read.options == {**NESTED, **RAW_LOCAL, "ignoreCorruptFiles": "true"}
 
 
 def test_databricks_streaming_is_auto_loader_with_the_decoders_file_format():
@@ -39,7 +40,7 @@ def test_databricks_streaming_is_auto_loader_with_the_decoders_file_format():
 
 def test_databricks_batch_reads_stay_sparks_file_source():
     read = file_read("/Volumes/main/cdc/land/qlik", file_format="text", streaming=False, glob="*.json", databricks=True)
-    assert (read.format, dict(read.options)) == ("text", {"pathGlobFilter": "*.json"})
+    assert (read.format, dict(read.options)) == ("text", {**NESTED, "pathGlobFilter": "*.json"})
 
 
 def test_runtime_decides_when_not_told(monkeypatch):

@@ -170,10 +170,21 @@ class FileChecks:
             self._changed = False
 
 
+def _landed(folder: str) -> list[str]:
+    """The files below ``folder`` that Spark's file source reads (its folders too, as
+    :data:`sqlcdc.transport.files.NESTED_FOLDERS` asks; names ``_*`` and ``.*`` skipped), sorted."""
+    out = []
+    for root, dirs, files in os.walk(folder):  # a missing folder: nothing (Spark's own read says so)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        out += [os.path.join(root, f) for f in sorted(files) if not f.startswith(("_", "."))]
+    return out
+
+
 def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: dict | None = None) -> Path:
-    """Check the compressed and Avro files Spark's file source would read in ``folder`` (its files that
-    match ``glob``, hidden and ``_`` ones skipped); return the folder of marker files, one JSON
-    line per file that cannot be read (:data:`UNREADABLE_FILE`). Plain Python, no Spark job.
+    """Check the compressed and Avro files Spark's file source would read in ``folder`` and the folders
+    below it (files whose name matches ``glob``, hidden and ``_`` ones skipped); return the folder of
+    marker files, one JSON line per file that cannot be read (:data:`UNREADABLE_FILE`). Plain Python,
+    no Spark job.
 
     A file is checked once (:class:`FileChecks`); a damaged one keeps its marker, so a full
     refresh quarantines the file again."""
@@ -182,13 +193,8 @@ def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: 
     markers.mkdir(parents=True, exist_ok=True)
     checks = FileChecks(state)
     patterns = _glob_patterns(glob)
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        names = []  # Spark's own read says the folder is missing
-    for name in names:
-        path = os.path.join(folder, name)
-        if name.startswith(("_", ".")) or not any(fnmatchcase(name, p) for p in patterns) or not os.path.isfile(path):
+    for path in _landed(folder):
+        if not any(fnmatchcase(os.path.basename(path), p) for p in patterns):
             continue
         marker = markers / (hashlib.sha256(path.encode()).hexdigest()[:32] + ".json")
         if marker.exists():
@@ -196,8 +202,9 @@ def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: 
         problem = checks.problem(path, avro_reader)
         if problem is None:
             continue
-        reason = f"file {name} {problem}" + ("; none of its records was landed" if problem.startswith(NOT_AS_READER)
-                                             else "; what could be read before the damage was landed as usual")
+        landed = "none of its records was landed" if problem.startswith(NOT_AS_READER) else \
+            "what could be read before the damage was landed as usual"
+        reason = f"file {os.path.relpath(path, folder)} {problem}; {landed}"  # relative: 2026/12/x.json.gz
         # a leading newline: no landed line can hold one, so no record can pass for a marker
         line = {"value": "\n" + json.dumps({UNREADABLE_FILE: reason}), "source_file": file_uri(path)}
         tmp = markers / f".{marker.name}.tmp"  # hidden: Spark's file source skips it

@@ -24,7 +24,7 @@ from pyspark.sql.types import StructType
 
 from sqlcdc import runtime
 
-__all__ = ["LANDED_FILE_OPTIONS", "FileRead", "file_read", "open_files"]
+__all__ = ["LANDED_FILE_OPTIONS", "NESTED_FOLDERS", "FileRead", "file_read", "open_files"]
 
 #: Hadoop options for every local read of landed files. Hadoop's default local file system checks a
 #: ``.<name>.crc`` beside each file it opens, and builds that name as a Path -- which fails for a
@@ -36,6 +36,13 @@ LANDED_FILE_OPTIONS = {
     "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "fs.file.impl.disable.cache": "true",
 }
+
+
+#: Files in folders below the landing folder are landed files too, as Auto Loader reads them
+#: (``landing/2026/12/06/x.json``). Spark's file source without it left such files out without a
+#: word, and stopped the whole read at a ``key=value`` folder beside landed files
+#: (CONFLICTING_DIRECTORY_STRUCTURES). Folders and files named ``_*`` or ``.*`` stay skipped.
+NESTED_FOLDERS = {"recursiveFileLookup": "true"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,7 @@ def file_read(
         options["cloudFiles.format"] = file_format
     else:
         fmt = file_format
+        options.update(NESTED_FOLDERS)
         if not on_databricks:
             options.update(LANDED_FILE_OPTIONS)
     if glob:
