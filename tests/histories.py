@@ -848,6 +848,8 @@ def main() -> int:
                     help="the CSV exports' delimiter (with --ct-export csv; the sources' csv_delimiter)")
     ap.add_argument("--snapshot", action="store_true",
                     help="the first transactions of inserts land as Debezium snapshot reads and Qlik full-load REFRESH records")
+    ap.add_argument("--nested", action="store_true",
+                    help="files land at random in folders below the landing (2026/12/<run>/, dt=2026-12-<run>/) or in it")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
                     help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
@@ -890,14 +892,17 @@ def main() -> int:
             sent = plans[producer] if producer == "handoff" else [plans[producer]]
             for (source, pattern), plan in zip(places, sent):
                 for f, part in enumerate(plan[r]):
+                    folder = base / "landing" / source
+                    if args.nested:  # as date-partitioned landings are laid out (Auto Loader reads them all)
+                        folder = folder / rng.choice(["", f"2026/12/{r + 1:02d}", f"dt=2026-12-{r + 1:02d}"])
+                        folder.mkdir(parents=True, exist_ok=True)
                     if part and CES_AVRO["on"] and source == SOURCES["ces"][0] and rng.random() < 0.5:
-                        land_avro(base / "landing" / source, pattern.format(r=r, f=f).replace(".json", ".avro"),
-                                  [json.loads(x) for x in part])
+                        land_avro(folder, pattern.format(r=r, f=f).replace(".json", ".avro"), [json.loads(x) for x in part])
                     elif part and CT_EXPORT["as"] == "parquet" and source in (SOURCES["cdc_ct"][0], ct):
-                        write_ct_parquet(base / "landing" / source / pattern.format(r=r, f=f).replace(".jsonl", ".parquet"), part)
+                        write_ct_parquet(folder / pattern.format(r=r, f=f).replace(".jsonl", ".parquet"), part)
                     elif part:
                         name = pattern.format(r=r, f=f).replace(".jsonl", "." + CT_EXPORT["as"].replace("json", "jsonl"))
-                        (base / "landing" / source / name).write_bytes(file_text(source, part, rng).encode())
+                        (folder / name).write_bytes(file_text(source, part, rng).encode())
         res = subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(base / "warehouse")],
                              capture_output=True, text=True, timeout=3600)
         print(f"run {r + 1}/{args.runs}: exit {res.returncode}")

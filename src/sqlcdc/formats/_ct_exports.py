@@ -166,15 +166,16 @@ def _spark_path(path: str) -> str:
     return _GLOB_CHARS.sub(r"\\\1", path)
 
 
-def _unreadable_files(spark: SparkSession, found: list[tuple[str, str, str]]) -> DataFrame:
-    """One bronze row per landed file that cannot be read at all: ``(path, problem, raw text)``."""
+def _unreadable_files(spark: SparkSession, root: str, found: list[tuple[str, str, str]]) -> DataFrame:
+    """One bronze row per landed file that cannot be read at all: ``(path, problem, raw text)``, the
+    file named by its path below the landing folder ``root``."""
     rows = []
     for path, problem, raw in found:
         try:
             mtime = dt.datetime.fromtimestamp(os.stat(path).st_mtime, tz=dt.timezone.utc)
         except OSError:
             mtime = dt.datetime.now(tz=dt.timezone.utc)
-        value = json.dumps({UNREADABLE: f"file {os.path.basename(path)} {problem}", RAW_TEXT: raw or None})
+        value = json.dumps({UNREADABLE: f"file {os.path.relpath(path, root)} {problem}", RAW_TEXT: raw or None})
         rows.append((value, file_uri(path), mtime))
     return spark.createDataFrame(rows, _UNREADABLE_SCHEMA)
 
@@ -366,7 +367,7 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
                                          texts=texts))
     checks.save()
     if unreadable:
-        frames.append(_unreadable_files(spark, unreadable))
+        frames.append(_unreadable_files(spark, root, unreadable))
     return frames
 
 
