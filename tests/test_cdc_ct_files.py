@@ -311,9 +311,9 @@ def test_parquet_exports_with_conflicting_types_each_read_with_their_schema(spar
     assert got_after_images(decoded) == after_images(rows)
     q = quarantined(decoded)
     assert [reason.split(" (")[0] for _, reason in q] == [
-        "file part-0.parquet is not a readable Parquet file",
+        "file dbo_orders_CT.3/part-0.parquet is not a readable Parquet file",  # named by its path below the landing
         "missing __$seqval",  # per row: a net-changes export (option function) has none
-        "file part-bad-page.parquet is not a readable Parquet file: its data does not read to its end",
+        "file dbo_orders_CT.5/part-bad-page.parquet is not a readable Parquet file: its data does not read to its end",
     ]
     assert q[1][0].startswith("part-00000-") and q[1][0].endswith(".parquet")
     assert "(OSError: Couldn't deserialize thrift" in q[2][1]

@@ -219,6 +219,46 @@ def test_files_in_folders_below_the_landing_are_landed_and_checked_as_auto_loade
     assert row.reason.startswith("file 2026/12/07/cut.json.gz cannot be read: not a whole gzip file (EOFError")
 
 
+def test_a_file_whose_name_is_not_utf8_is_quarantined_as_a_file_not_left_out(spark, tmp_path, monkeypatch):
+    """A landed file named in another encoding (``caf\\xe9.json``, Latin-1) was left out by Spark's
+    listing without a word, and stopped the whole run in Python (UnicodeEncodeError in the file
+    check and in ``sqlcdc run``'s fingerprint of the landing, 2026-12-06). Now it is one quarantine
+    row naming the byte, for a text landing and for change-table exports alike (the fingerprint:
+    tests/test_unchanged.py)."""
+    from test_cdc_ct import decode_landing
+    from test_cdc_ct_files import row, write_csv
+
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(tmp_path / "state"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "ok.json").write_text(GOOD[0] + "\n")
+    with open(os.fsencode(landing) + b"/caf\xe9.json", "wb") as fh:
+        fh.write((GOOD[1] + "\n").encode())
+    os.mkdir(os.fsencode(landing) + b"/d\xe9c")
+    with open(os.fsencode(landing) + b"/d\xe9c/x.json", "wb") as fh:
+        fh.write((GOOD[2] + "\n").encode())
+    bronze = base.read_text_lines(spark, str(landing), streaming=True)
+    streamed = tmp_path / "bronze"
+    (bronze.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True)
+     .start(str(streamed)).awaitTermination())
+    got = spark.read.parquet(str(streamed))
+    assert [r.value for r in got.where(~base.is_unreadable_file()).collect()] == [GOOD[0]]
+    assert sorted((r.bronze_file.rsplit("/landing/")[1], r.reason) for r in base.rejected_before_decoding(got, "s", "debezium").collect()) == [
+        ("caf%E9.json", "file caf\\xe9.json cannot be read: its name is not UTF-8 (byte e9 at offset 3): Spark leaves it "
+                        "out; rename it; none of its records was landed"),
+        ("d%E9c/x.json", "file d\\xe9c/x.json cannot be read: its name is not UTF-8 (a folder's name is not): Spark leaves "
+                         "it out; rename the folder; none of its records was landed")]
+
+    ct = tmp_path / "ct"
+    write_csv(ct / "dbo_orders_CT_ok.csv", [row(7, 2, 2, 6, "fay")])
+    with open(os.fsencode(ct) + b"/dbo_orders_CT_\xe9.csv", "wb") as fh:
+        fh.write((ct / "dbo_orders_CT_ok.csv").read_bytes())
+    _, decoded = decode_landing(spark, ct)
+    assert [r.after.customer for r in decoded.changes.collect()] == ["fay"]
+    assert [r.reason.split(" (capture instance")[0] for r in decoded.quarantine.collect()] == [
+        "file dbo_orders_CT_\\xe9.csv cannot be read: its name is not UTF-8 (byte e9 at offset 14): Spark leaves it out; rename it"]
+
+
 def test_hadoop_block_files_and_deflate_are_walked_and_other_layouts_quarantined_as_files(spark, tmp_path, monkeypatch):
     """``.lz4`` and ``.snappy`` are read by Hadoop's block codecs, which took a file cut short as one
     that ends there (its cut block's lines lost without a trace), read an lz4-tool file or framed

@@ -58,6 +58,11 @@ def test_a_source_with_nothing_new_is_left_out_of_the_refresh(tmp_path):
     # a new file in one landing folder: that source's tables
     (tmp_path / "landing" / "qlik" / "b.jsonl").write_text("y\n")
     assert unchanged.plan(cfg(), wh).refresh == ERP + KAFKA + ["dq_metrics"]
+    # one named in another encoding (Latin-1): new too -- its name stopped the plan (UnicodeEncodeError)
+    _record(cfg(), wh)
+    with open(os.fsencode(tmp_path / "landing" / "dbz") + b"/caf\xe9.json", "wb") as fh:
+        fh.write(b"{}\n")
+    assert unchanged.plan(cfg(), wh).refresh == INVENTORY + KAFKA + ["dq_metrics"]
 
 
 def test_a_file_rewritten_in_place_a_table_config_edited_or_a_table_gone_count_as_new(tmp_path):

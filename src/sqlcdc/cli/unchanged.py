@@ -65,7 +65,7 @@ def fingerprint(cfg: PipelineConfig, source: SourceConfig, code: str | None = No
     root = Path(source.landing)
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         st = path.stat()
-        h.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        h.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
     h.update((code or code_digest()).encode())
     return h.hexdigest()
 

@@ -26,7 +26,8 @@ from sqlcdc.frames import all_of, union_all
 from sqlcdc.names import quote
 from sqlcdc.formats._ct_headers import csv_header, parquet_data_problem, parquet_schema
 from sqlcdc.formats._ct_names import META_COLUMNS, REQUIRED_COLUMNS, capture_instance_of
-from sqlcdc.formats.base import BRONZE_SCHEMA, FileChecks, file_uri, is_blank, landed_files_reader, local_path, record_id, without_bom
+from sqlcdc.formats.base import (BRONZE_SCHEMA, FileChecks, file_uri, is_blank, landed_files_reader, local_path, name_problem,
+                                 record_id, shown, without_bom)
 
 __all__ = [
     "BINARY_HINT",
@@ -175,7 +176,7 @@ def _unreadable_files(spark: SparkSession, root: str, found: list[tuple[str, str
             mtime = dt.datetime.fromtimestamp(os.stat(path).st_mtime, tz=dt.timezone.utc)
         except OSError:
             mtime = dt.datetime.now(tz=dt.timezone.utc)
-        value = json.dumps({UNREADABLE: f"file {os.path.relpath(path, root)} {problem}", RAW_TEXT: raw or None})
+        value = json.dumps({UNREADABLE: f"file {shown(os.path.relpath(path, root))} {problem}", RAW_TEXT: raw or None})
         rows.append((value, file_uri(path), mtime))
     return spark.createDataFrame(rows, _UNREADABLE_SCHEMA)
 
@@ -336,7 +337,7 @@ def _read_local(spark: SparkSession, root: str, source: SourceConfig, forced: st
     for fmt, groups in sorted(landed_files(root, forced, glob).items()):
         files = []
         for path in (p for _, ps in sorted(groups.items()) for p in ps):
-            problem = checks.problem(path)
+            problem = name_problem(path) or checks.problem(path)
             if problem:
                 unreadable.append((path, problem, ""))
             else:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import unicodedata
 import zlib
 from fnmatch import fnmatchcase
 from functools import partial
@@ -33,8 +34,45 @@ UNREADABLE_FILE = "__sqlcdc_unreadable_file"
 
 
 def file_uri(path: str) -> str:
-    """``file:/...``, percent-encoded, as Spark's ``_metadata.file_path`` spells a local file."""
-    return "file:" + quote(os.path.abspath(path), safe="/!$&'()*+,;=@~")
+    """``file:/...``, percent-encoded, as Spark's ``_metadata.file_path`` spells a local file: as
+    ``java.net.URI`` quotes a path, which keeps non-ASCII letters as they are (``ümlaut-日本.json``)
+    but quotes controls and spaces (U+0085, U+00A0, U+2028).
+
+    >>> file_uri("/l/a b/ü#1.json")
+    'file:/l/a%20b/ü%231.json'
+    """
+    def one(c: str) -> str:
+        if 0xDC80 <= ord(c) <= 0xDCFF:  # a byte of a name that is not UTF-8 (see name_problem)
+            return f"%{ord(c) - 0xDC00:02X}"
+        keep = ord(c) > 0x9F and unicodedata.category(c) not in ("Zs", "Zl", "Zp")
+        return c if keep else quote(c, safe="/!$&'()*+,;=@~")
+
+    return "file:" + "".join(map(one, os.path.abspath(path)))
+
+
+#: How :func:`name_problem` begins: Spark cannot open the file, so none of its records lands.
+NAME_NOT_UTF8 = "cannot be read: its name is not UTF-8"
+
+
+def shown(path: str) -> str:
+    """``path`` as text, a byte of its name that is not UTF-8 written ``\\xe9`` (a name listed
+    by Python keeps such bytes as lone surrogates, which no UTF-8 writer takes)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def name_problem(path: str) -> str | None:
+    """Why Spark cannot open a landed file by its name (a name whose bytes are not UTF-8: Spark's
+    listing leaves such a file out without a word, 2026-12-06), else None."""
+    try:
+        path.encode("utf-8")
+        return None
+    except UnicodeEncodeError:
+        name = os.fsencode(os.path.basename(path))
+    try:
+        name.decode("utf-8")
+        return f"{NAME_NOT_UTF8} (a folder's name is not): Spark leaves it out; rename the folder"
+    except UnicodeDecodeError as e:
+        return f"{NAME_NOT_UTF8} (byte {name[e.start]:02x} at offset {e.start}): Spark leaves it out; rename it"
 
 
 def _glob_patterns(glob: str | None) -> list[str]:
@@ -196,15 +234,15 @@ def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: 
     for path in _landed(folder):
         if not any(fnmatchcase(os.path.basename(path), p) for p in patterns):
             continue
-        marker = markers / (hashlib.sha256(path.encode()).hexdigest()[:32] + ".json")
+        marker = markers / (hashlib.sha256(os.fsencode(path)).hexdigest()[:32] + ".json")
         if marker.exists():
             continue
-        problem = checks.problem(path, avro_reader)
+        problem = name_problem(path) or checks.problem(path, avro_reader)
         if problem is None:
             continue
-        landed = "none of its records was landed" if problem.startswith(NOT_AS_READER) else \
+        landed = "none of its records was landed" if problem.startswith((NOT_AS_READER, NAME_NOT_UTF8)) else \
             "what could be read before the damage was landed as usual"
-        reason = f"file {os.path.relpath(path, folder)} {problem}; {landed}"  # relative: 2026/12/x.json.gz
+        reason = f"file {shown(os.path.relpath(path, folder))} {problem}; {landed}"  # relative: 2026/12/x.json.gz
         # a leading newline: no landed line can hold one, so no record can pass for a marker
         line = {"value": "\n" + json.dumps({UNREADABLE_FILE: reason}), "source_file": file_uri(path)}
         tmp = markers / f".{marker.name}.tmp"  # hidden: Spark's file source skips it
