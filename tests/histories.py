@@ -901,7 +901,9 @@ def main() -> int:
                     elif part and CT_EXPORT["as"] == "parquet" and source in (SOURCES["cdc_ct"][0], ct):
                         write_ct_parquet(folder / pattern.format(r=r, f=f).replace(".jsonl", ".parquet"), part)
                     elif part:
-                        name = pattern.format(r=r, f=f).replace(".jsonl", "." + CT_EXPORT["as"].replace("json", "jsonl"))
+                        name = pattern.format(r=r, f=f)
+                        if source in (SOURCES["cdc_ct"][0], ct):  # a change-table export's suffix says its format
+                            name = name.replace(".jsonl", "." + CT_EXPORT["as"].replace("json", "jsonl"))
                         (folder / name).write_bytes(file_text(source, part, rng).encode())
         res = subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(base / "warehouse")],
                              capture_output=True, text=True, timeout=3600)
