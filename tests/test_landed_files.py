@@ -77,6 +77,22 @@ def test_each_compressed_file_spark_would_read_is_checked_once(tmp_path):
     assert sorted(_markers(markers)) == ["b.json.gz", "c.json.gz", "d.json.gz", "e.json.bz2"]
 
 
+def test_the_walk_of_a_landing_takes_regular_files_below_it_as_spark_lists_them(tmp_path):
+    """Folders below the landing are walked, ``_*``/``.*`` names skipped, and a FIFO is no landed
+    file (the check would open it and wait forever for a writer); change tables list the same."""
+    from sqlcdc.formats.cdc_ct import landed_files
+
+    (tmp_path / "a.json.gz").write_bytes(gzip.compress(b"{}\n"))
+    os.mkfifo(tmp_path / "pipe.json.gz")
+    os.mkfifo(tmp_path / "cdc.dbo_t_CT_pipe.jsonl")
+    for name in ("_tmp/b.json", "sub/.c.json", "sub/d.json", "sub/cdc.dbo_t_CT_1.jsonl"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("{}\n")
+    assert _file_checks._landed(str(tmp_path)) == [str(tmp_path / n) for n in ("a.json.gz", "sub/cdc.dbo_t_CT_1.jsonl", "sub/d.json")]
+    listed = sorted(p for groups in landed_files(str(tmp_path)).values() for paths in groups.values() for p in paths)
+    assert listed == _file_checks._landed(str(tmp_path))
+
+
 def test_a_whole_file_is_decompressed_once_across_runs(tmp_path, monkeypatch):
     """Change-table exports are re-read every run (batch): their .gz files are checked once."""
     files = _land(tmp_path / "landing")

@@ -86,7 +86,8 @@ def landed_files(landing: str, forced: str | None = None, glob: str | None = Non
             if fmt is None:
                 continue
             path = os.path.join(folder, name)
-            out[fmt][capture_instance_of(path)].append(path)
+            if os.path.isfile(path):  # not a FIFO (reading its header would wait forever)
+                out[fmt][capture_instance_of(path)].append(path)
     return out
 
 

@@ -214,7 +214,8 @@ def _landed(folder: str) -> list[str]:
     out = []
     for root, dirs, files in os.walk(folder):  # a missing folder: nothing (Spark's own read says so)
         dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        out += [os.path.join(root, f) for f in sorted(files) if not f.startswith(("_", "."))]
+        out += [p for f in sorted(files) if not f.startswith(("_", "."))
+                and os.path.isfile(p := os.path.join(root, f))]  # not a FIFO (opening one would wait forever)
     return out
 
 
