@@ -88,9 +88,9 @@ def test_the_walk_of_a_landing_takes_regular_files_below_it_as_spark_lists_them(
     for name in ("_tmp/b.json", "sub/.c.json", "sub/d.json", "sub/cdc.dbo_t_CT_1.jsonl"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text("{}\n")
-    assert _file_checks._landed(str(tmp_path)) == [str(tmp_path / n) for n in ("a.json.gz", "sub/cdc.dbo_t_CT_1.jsonl", "sub/d.json")]
+    assert _file_checks.landed_paths(str(tmp_path)) == [str(tmp_path / n) for n in ("a.json.gz", "sub/cdc.dbo_t_CT_1.jsonl", "sub/d.json")]
     listed = sorted(p for groups in landed_files(str(tmp_path)).values() for paths in groups.values() for p in paths)
-    assert listed == _file_checks._landed(str(tmp_path))
+    assert listed == _file_checks.landed_paths(str(tmp_path))
 
 
 def test_a_whole_file_is_decompressed_once_across_runs(tmp_path, monkeypatch):

@@ -25,6 +25,8 @@ import os
 import zlib
 from typing import Any, BinaryIO, Callable
 
+from sqlcdc.formats._block_check import snappy_size
+
 MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
 #: The codecs Avro's Java reader (Spark's) knows; a file with another cannot be read by Spark.
@@ -83,45 +85,10 @@ def _metadata(r: _Reader) -> dict[str, bytes]:
 
 
 def _unsnappy(data: bytes) -> bytes:
-    """Snappy's raw format, decompressed (what Avro's snappy codec writes before each block's CRC32):
-    a varint of the length, then literals and copies of earlier output. Raises ValueError."""
-    try:
-        want, shift, r = 0, 0, 0
-        while True:
-            b = data[r]
-            r += 1
-            want |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-            if shift > 35:
-                raise ValueError("its snappy length is not a varint")
-        out = bytearray()
-        while r < len(data) and len(out) <= want:
-            tag, kind = data[r], data[r] & 3
-            r += 1
-            if kind == 0:  # literal: length in the tag, or in the 1-4 bytes after it
-                n = tag >> 2
-                if n >= 60:
-                    n, r = int.from_bytes(data[r:r + n - 59], "little"), r + n - 59
-                if r + n + 1 > len(data):
-                    raise ValueError("a snappy literal runs past the block")
-                out += data[r:r + n + 1]
-                r += n + 1
-                continue
-            if kind == 1:
-                n, offset, r = ((tag >> 2) & 7) + 4, (tag >> 5) << 8 | data[r], r + 1
-            else:
-                width = 2 if kind == 2 else 4
-                n, offset, r = (tag >> 2) + 1, int.from_bytes(data[r:r + width], "little"), r + width
-            if r > len(data) or not 0 < offset <= len(out):
-                raise ValueError("a snappy copy points outside what was decompressed")
-            piece = out[len(out) - offset:len(out) - offset + n]
-            out += (piece * (n // len(piece) + 1))[:n]  # a copy may overlap its own output
-    except IndexError:
-        raise ValueError("its snappy data is cut short") from None
-    if len(out) != want:
-        raise ValueError(f"its snappy data decompresses to {len(out)} bytes, not the {want} it says")
+    """Snappy's raw format, decompressed (what Avro's snappy codec writes before each block's CRC32;
+    :func:`sqlcdc.formats._block_check.snappy_size` walks it). Raises ValueError."""
+    out = bytearray()
+    snappy_size(data, out)
     return bytes(out)
 
 

@@ -38,6 +38,18 @@ _OTHER_LAYOUTS = (
 )
 
 
+def _lz4_length(data: bytes, i: int, length: int) -> tuple[int, int]:
+    """An LZ4 length of 15 continued by the bytes at ``i`` (each added, until one is not 255):
+    (the length, the index after them)."""
+    while length >= 15:
+        if i >= len(data):
+            raise ValueError("its LZ4 data is cut short")
+        length, i = length + data[i], i + 1
+        if data[i - 1] != 255:
+            break
+    return length, i
+
+
 def lz4_block_size(data: bytes) -> int:
     """The length raw LZ4 block ``data`` decompresses to; ValueError when it is not one."""
     i, n, out = 0, len(data), 0
@@ -45,16 +57,7 @@ def lz4_block_size(data: bytes) -> int:
         if i >= n:
             raise ValueError("its LZ4 data is cut short")
         token = data[i]
-        i += 1
-        literals = token >> 4
-        if literals == 15:
-            while True:
-                if i >= n:
-                    raise ValueError("its LZ4 data is cut short")
-                literals += data[i]
-                i += 1
-                if data[i - 1] != 255:
-                    break
+        literals, i = _lz4_length(data, i + 1, token >> 4)
         i += literals
         out += literals
         if i > n:
@@ -64,24 +67,16 @@ def lz4_block_size(data: bytes) -> int:
         if i + 2 > n:
             raise ValueError("its LZ4 data is cut short")
         offset = data[i] | data[i + 1] << 8
-        i += 2
         if not 0 < offset <= out:
             raise ValueError("an LZ4 copy points outside what was decompressed")
-        match = token & 15
-        if match == 15:
-            while True:
-                if i >= n:
-                    raise ValueError("its LZ4 data is cut short")
-                match += data[i]
-                i += 1
-                if data[i - 1] != 255:
-                    break
+        match, i = _lz4_length(data, i + 2, token & 15)
         out += match + 4
 
 
-def snappy_size(data: bytes) -> int:
-    """The length raw Snappy ``data`` decompresses to (walked, not decompressed); ValueError when it is
-    not Snappy data or does not decompress to the length it begins with."""
+def snappy_size(data: bytes, out: bytearray | None = None) -> int:
+    """The length raw Snappy ``data`` decompresses to, walked without decompressing it -- or, given
+    ``out``, decompressed into it (Avro's snappy blocks, whose CRC32 needs the bytes). ValueError
+    when it is not Snappy data or does not decompress to the length it begins with."""
     want, shift, i, n = 0, 0, 0, len(data)
     while True:
         if i >= n or shift > 28:
@@ -91,18 +86,20 @@ def snappy_size(data: bytes) -> int:
         i += 1
         if not data[i - 1] & 0x80:
             break
-    out = 0
-    while i < n:
+    size = 0
+    while i < n and size <= want:
         tag, kind = data[i], data[i] & 3
         i += 1
         if kind == 0:  # literal: length in the tag, or in the 1-4 bytes after it
             length = tag >> 2
             if length >= 60:
                 length, i = int.from_bytes(data[i:i + length - 59], "little"), i + length - 59
-            i += length + 1
-            out += length + 1
-            if i > n:
+            if i + length + 1 > n:
                 raise ValueError("a Snappy literal runs past the chunk")
+            if out is not None:
+                out += data[i:i + length + 1]
+            i += length + 1
+            size += length + 1
             continue
         if kind == 1:
             length, offset, i = ((tag >> 2) & 7) + 4, (tag >> 5) << 8 | (data[i] if i < n else 0), i + 1
@@ -111,12 +108,15 @@ def snappy_size(data: bytes) -> int:
             length, offset, i = (tag >> 2) + 1, int.from_bytes(data[i:i + width], "little"), i + width
         if i > n:
             raise ValueError("its Snappy data is cut short")
-        if not 0 < offset <= out:
+        if not 0 < offset <= size:
             raise ValueError("a Snappy copy points outside what was decompressed")
-        out += length
-    if out != want:
-        raise ValueError(f"its Snappy data decompresses to {out} bytes, not the {want} it says")
-    return out
+        if out is not None:
+            piece = out[size - offset:size - offset + length]
+            out += (piece * (length // len(piece) + 1))[:length]  # a copy may overlap its own output
+        size += length
+    if size != want:
+        raise ValueError(f"its Snappy data decompresses to {size} bytes, not the {want} it says")
+    return size
 
 
 def hadoop_block_problem(source: bytes | BinaryIO, codec: str) -> str | None:

@@ -26,8 +26,8 @@ from sqlcdc.frames import all_of, union_all
 from sqlcdc.names import quote
 from sqlcdc.formats._ct_headers import csv_header, parquet_data_problem, parquet_schema
 from sqlcdc.formats._ct_names import META_COLUMNS, REQUIRED_COLUMNS, capture_instance_of
-from sqlcdc.formats.base import (BRONZE_SCHEMA, FileChecks, file_uri, is_blank, landed_files_reader, local_path, name_problem,
-                                 record_id, shown, without_bom)
+from sqlcdc.formats.base import (BRONZE_SCHEMA, FileChecks, file_uri, is_blank, landed_files_reader, landed_paths,
+                                 local_path, name_problem, record_id, shown, without_bom)
 
 __all__ = [
     "BINARY_HINT",
@@ -76,18 +76,13 @@ def landed_files(landing: str, forced: str | None = None, glob: str | None = Non
     out: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     if not os.path.isdir(landing):
         raise FileNotFoundError(f"landing folder {landing} does not exist")
-    for folder, dirs, files in os.walk(landing):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        for name in sorted(files):
-            if name.startswith(("_", ".")) or (glob and not fnmatch.fnmatch(name, glob)):
-                continue
-            low = name.lower()
-            fmt = forced or next((f for f, exts in _EXTENSIONS.items() if low.endswith(exts)), None)
-            if fmt is None:
-                continue
-            path = os.path.join(folder, name)
-            if os.path.isfile(path):  # not a FIFO (reading its header would wait forever)
-                out[fmt][capture_instance_of(path)].append(path)
+    for path in landed_paths(landing):
+        name = os.path.basename(path)
+        if glob and not fnmatch.fnmatch(name, glob):
+            continue
+        fmt = forced or next((f for f, exts in _EXTENSIONS.items() if name.lower().endswith(exts)), None)
+        if fmt is not None:
+            out[fmt][capture_instance_of(path)].append(path)
     return out
 
 

@@ -208,7 +208,7 @@ class FileChecks:
             self._changed = False
 
 
-def _landed(folder: str) -> list[str]:
+def landed_paths(folder: str) -> list[str]:
     """The files below ``folder`` that Spark's file source reads (its folders too, as
     :data:`sqlcdc.transport.files.NESTED_FOLDERS` asks; names ``_*`` and ``.*`` skipped), sorted."""
     out = []
@@ -232,7 +232,7 @@ def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: 
     markers.mkdir(parents=True, exist_ok=True)
     checks = FileChecks(state)
     patterns = _glob_patterns(glob)
-    for path in _landed(folder):
+    for path in landed_paths(folder):
         if not any(fnmatchcase(os.path.basename(path), p) for p in patterns):
             continue
         marker = markers / (hashlib.sha256(os.fsencode(path)).hexdigest()[:32] + ".json")

@@ -21,7 +21,7 @@ from sqlcdc import frames
 from sqlcdc.config import TableConfig
 from sqlcdc.formats._file_checks import (  # noqa: F401 -- re-exported: the landed-file checks' public names
     CHECKED_SUFFIXES, STATE_DIR_ENV, UNREADABLE_FILE, FileChecks, check_landed_files, compressed_file_problem,
-    file_uri, landed_file_problem, name_problem, shown)
+    file_uri, landed_file_problem, landed_paths, name_problem, shown)
 from sqlcdc.transport.files import LANDED_FILE_OPTIONS, file_read, open_files
 
 
