@@ -281,7 +281,7 @@ def test_hadoop_block_files_and_deflate_are_walked_and_other_layouts_quarantined
     Snappy as no lines at all (or, on a 1 GB heap, stopped the JVM: OutOfMemoryError, 2026-12-06);
     ``.deflate`` (zlib) cut short or not compressed stopped the read. Whole files as Spark writes
     them pass and land; the others are one quarantine row each, naming what they are."""
-    from sqlcdc.formats._block_check import hadoop_block_problem
+    from sqlcdc.formats._block_check import hadoop_block_problem, hadoop_claim
 
     jvm = spark.sparkContext._jvm
     lines = [json.dumps({"op": "c", "n": i, "pad": "x" * (i % 50)}) for i in range(6000)]  # > one 256 KiB block
@@ -320,9 +320,19 @@ def test_hadoop_block_files_and_deflate_are_walked_and_other_layouts_quarantined
     deflated = zlib.compress(text[:5000].rsplit(b"\n", 1)[0] + b"\n")
     files = {"a.json.lz4": written["lz4"] * 2, "b.json.snappy": written["snappy"], "c.json.deflate": deflated * 2,
              "d.json.lz4": written["lz4"][:-100], "e.json.lz4": lz4_tool, "f.json.snappy": framed_snappy,
-             "g.json.deflate": deflated[:-3], "h.json.deflate": text[:300]}
+             "g.json.deflate": deflated[:-3], "h.json.deflate": text[:300], "i.json.snappy": text[:5000],
+             # a whole file, but its name is that of one Spark must not open (the file source leaves out by name)
+             "2026/12/e.json.lz4": written["lz4"]}
     for name, data in files.items():
+        (landing / name).parent.mkdir(parents=True, exist_ok=True)
         (landing / name).write_bytes(data)
+    # Hadoop's codec would take bytes 4-7 of these for a chunk's length and allocate that much first
+    # (1.7 GB for the lz4 tool's header: OutOfMemoryError stopped this test's JVM on 2026-12-06)
+    assert hadoop_claim(lz4_tool, "lz4") > 1 << 30 and hadoop_claim(framed_snappy, "snappy") > 1 << 30
+    assert hadoop_claim(text[:5000], "snappy") > 64 << 20  # JSON text named .snappy
+    assert hadoop_claim(written["lz4"][:-100], "lz4") <= 256 * 1024  # a cut Hadoop file asks for its last chunk only
+    opened = {p.rsplit("/", 1)[-1] for p in base.read_text_lines(spark, str(landing), streaming=False).inputFiles()}
+    assert opened == {"a.json.lz4", "b.json.snappy", "c.json.deflate", "d.json.lz4", "g.json.deflate", "h.json.deflate"}
     bronze = base.read_text_lines(spark, str(landing), streaming=True)
     streamed = tmp_path / "bronze"
     (bronze.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True)
@@ -334,11 +344,20 @@ def test_hadoop_block_files_and_deflate_are_walked_and_other_layouts_quarantined
     assert {k: counts.get(k) for k in ("a.json.lz4", "b.json.snappy", "c.json.deflate")} == {
         "a.json.lz4": 12000, "b.json.snappy": 6000, "c.json.deflate": 2 * in_deflated}
     reasons = {r.reason.split(" ")[1]: r.reason for r in base.rejected_before_decoding(got, "s", "debezium").collect()}
-    assert sorted(reasons) == ["d.json.lz4", "e.json.lz4", "f.json.snappy", "g.json.deflate", "h.json.deflate"]
+    assert sorted(reasons) == ["2026/12/e.json.lz4", "d.json.lz4", "e.json.lz4", "f.json.snappy", "g.json.deflate",
+                               "h.json.deflate", "i.json.snappy"]
     assert reasons["d.json.lz4"].startswith("file d.json.lz4 cannot be read: not a whole Hadoop lz4 file (block 2 cut short at byte ")
+    assert reasons["d.json.lz4"].endswith("what could be read before the damage was landed as usual")
+    assert 0 < counts["d.json.lz4"] < 6000  # its whole blocks
     assert reasons["e.json.lz4"].startswith(
         "file e.json.lz4 cannot be read: not a whole Hadoop lz4 file (it is an LZ4 frame file, as the lz4 tool writes it")
+    assert "; Spark is not let open it: Hadoop's lz4 codec would allocate 1," in reasons["e.json.lz4"]
     assert "framed Snappy" in reasons["f.json.snappy"]
+    for name in ("e.json.lz4", "f.json.snappy", "i.json.snappy", "2026/12/e.json.lz4"):
+        assert reasons[name].endswith("none of its records was landed") and name.rsplit("/", 1)[-1] not in counts
+    assert reasons["2026/12/e.json.lz4"] == (
+        "file 2026/12/e.json.lz4 cannot be read: it has the name of a landed file Spark is not let open, and Spark's file "
+        "source leaves files out by name; rename it; none of its records was landed")
     assert reasons["g.json.deflate"].startswith("file g.json.deflate cannot be read: not a whole zlib (.deflate) file (cut short")
     assert reasons["h.json.deflate"].startswith("file h.json.deflate cannot be read: not a whole zlib (.deflate) file (zlib.error")
 

@@ -122,13 +122,41 @@ def snappy_size(data: bytes, out: bytearray | None = None) -> int:
 def hadoop_block_problem(source: bytes | BinaryIO, codec: str) -> str | None:
     """Why ``source`` (bytes, or a seekable binary file) is not a whole Hadoop block-compressed stream
     of ``codec`` (``"lz4"`` or ``"snappy"``), else None. An empty file is whole (no lines)."""
+    return _walk(source, codec)[0]
+
+
+def hadoop_claim(source: bytes | BinaryIO, codec: str) -> int:
+    """The bytes Hadoop's ``BlockDecompressorStream`` would allocate for a chunk that ``source`` does
+    not hold (0: none): it reads a chunk's 4-byte length and makes a buffer that large before reading
+    the chunk, whatever the file's size. An lz4-tool file's header read so asks for ~1.7 GB, framed
+    Snappy's for ~1.9 GB; a Hadoop file cut short asks for at most its last chunk (256 KiB).
+
+    >>> hadoop_claim(bytes.fromhex("04224d18 6440a7") + bytes(20), "lz4")  # an LZ4 frame's header
+    1681958656
+    >>> hadoop_claim(bytes.fromhex("00000002 00000003 20"), "lz4")  # a Hadoop chunk cut short
+    3
+    """
+    fh = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
+    at = _walk(fh, codec)[1]
+    if at < 0:
+        return 0
+    size = fh.seek(0, io.SEEK_END)
+    fh.seek(at)
+    field = fh.read(4)
+    n = int.from_bytes(field, "big") if len(field) == 4 else 0
+    return n if n < 1 << 31 and n > size - at - 4 else 0  # a negative length allocates nothing
+
+
+def _walk(source: bytes | BinaryIO, codec: str) -> tuple[str | None, int]:
+    """(:func:`hadoop_block_problem`, the offset of the chunk length Hadoop reads last before it
+    fails, or -1 when it fails before reading one past the file's end)."""
     fh = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
     size = fh.seek(0, io.SEEK_END)
     fh.seek(0)
     head = fh.read(10)
     for magic, what in _OTHER_LAYOUTS:
         if head.startswith(magic):
-            return f"it is {what}, not Hadoop's {codec} block format"
+            return f"it is {what}, not Hadoop's {codec} block format", 4  # bytes 0-3 a block's length, 4-7 a chunk's
     walk = lz4_block_size if codec == "lz4" else snappy_size
     fh.seek(0)
     pos, block = 0, 0
@@ -136,35 +164,37 @@ def hadoop_block_problem(source: bytes | BinaryIO, codec: str) -> str | None:
         block += 1
         start = fh.read(4)
         if len(start) < 4:
-            return f"block {block} cut short at byte {size}"
+            return f"block {block} cut short at byte {size}", -1
         want = int.from_bytes(start, "big")
         pos += 4
         if want == 0:
             if pos == size:
-                return None  # what Hadoop writes for no data: the stream ends here
-            return f"block {block} at byte {pos - 4} is empty, which ends the stream Hadoop reads: the {size - pos} bytes after it would be lost"
+                return None, -1  # what Hadoop writes for no data: the stream ends here
+            return (f"block {block} at byte {pos - 4} is empty, which ends the stream Hadoop reads: the {size - pos} "
+                    "bytes after it would be lost"), -1
         if want > 1 << 30:
-            return f"block {block} at byte {pos - 4} says it holds {want} bytes: not Hadoop's {codec} block format"
+            return f"block {block} at byte {pos - 4} says it holds {want} bytes: not Hadoop's {codec} block format", pos
         got, chunk = 0, 0
         while got < want:
             chunk += 1
             length = fh.read(4)
             if len(length) < 4:
-                return f"block {block} cut short at byte {size}"
+                return f"block {block} cut short at byte {size}", -1
             n = int.from_bytes(length, "big")
             if not 0 < n <= size - pos - 4:
                 return (f"block {block} cut short at byte {size}" if n > size - pos - 4 and n < 1 << 30 else
-                        f"chunk {chunk} of block {block} at byte {pos} says it holds {n} bytes: not Hadoop's {codec} block format")
+                        f"chunk {chunk} of block {block} at byte {pos} says it holds {n} bytes: not Hadoop's {codec} "
+                        "block format"), pos
             data = fh.read(n)
             try:
                 out = walk(data)
             except ValueError as e:
-                return f"chunk {chunk} of block {block} at byte {pos}: {e}"
+                return f"chunk {chunk} of block {block} at byte {pos}: {e}", -1
             if out > BUFFER_SIZE:
                 return (f"chunk {chunk} of block {block} at byte {pos} decompresses to {out} bytes, more than Hadoop's "
-                        f"{codec} buffer (io.compression.codec.{codec}.buffersize, {BUFFER_SIZE})")
+                        f"{codec} buffer (io.compression.codec.{codec}.buffersize, {BUFFER_SIZE})"), -1
             got += out
             pos += 4 + n
         if got != want:
-            return f"block {block}'s chunks decompress to {got} bytes, not the {want} its header says"
-    return None
+            return f"block {block}'s chunks decompress to {got} bytes, not the {want} its header says", -1
+    return None, -1

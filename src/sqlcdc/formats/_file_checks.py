@@ -20,7 +20,7 @@ from typing import Callable
 from urllib.parse import quote
 
 from sqlcdc.formats._avro_check import NOT_AS_READER, avro_file_problem
-from sqlcdc.formats._block_check import hadoop_block_problem
+from sqlcdc.formats._block_check import hadoop_block_problem, hadoop_claim
 from sqlcdc.formats._zstd_check import zstd_problem
 
 #: Environment variable naming the folder where a local run keeps its file checks (``sqlcdc run``
@@ -219,11 +219,40 @@ def landed_paths(folder: str) -> list[str]:
     return out
 
 
+#: A buffer Hadoop's block codecs would allocate for a chunk the file does not hold, past which
+#: Spark is not let open the file (:func:`hadoop_claim`): a heap may not have room for it, and an
+#: OutOfMemoryError in a task stops a local run's JVM. Hadoop writes chunks of 256 KiB.
+CLAIM_LIMIT = 64 << 20
+
+#: The key of a marker (beside ``value`` and ``source_file``) naming a file that Spark's read leaves
+#: out (:func:`kept_from_spark`).
+KEPT = "kept_from_spark"
+
+
+def _too_big_to_open(path: str) -> str | None:
+    """Why Spark must not open ``path`` at all, else None: an ``.lz4``/``.snappy`` file that makes
+    Hadoop allocate more than :data:`CLAIM_LIMIT` for a chunk it does not hold."""
+    codec = path.lower().rsplit(".", 1)[-1]
+    if codec not in ("lz4", "snappy"):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            claim = hadoop_claim(fh, codec)
+    except OSError:
+        return None
+    return (f"Spark is not let open it: Hadoop's {codec} codec would allocate {claim:,} bytes for a chunk the "
+            "file does not hold, enough to stop the JVM") if claim > CLAIM_LIMIT else None
+
+
 def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: dict | None = None) -> Path:
     """Check the compressed and Avro files Spark's file source would read in ``folder`` and the folders
     below it (files whose name matches ``glob``, hidden and ``_`` ones skipped); return the folder of
     marker files, one JSON line per file that cannot be read (:data:`UNREADABLE_FILE`). Plain Python,
     no Spark job.
+
+    A file Spark must not open (:func:`_too_big_to_open`) is marked :data:`KEPT`, and so is any other
+    landed file of the same name (Spark's file source leaves files out by name): the read leaves
+    them out (:func:`kept_from_spark`), and none of their records lands.
 
     A file is checked once (:class:`FileChecks`); a damaged one keeps its marker, so a full
     refresh quarantines the file again."""
@@ -232,22 +261,47 @@ def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: 
     markers.mkdir(parents=True, exist_ok=True)
     checks = FileChecks(state)
     patterns = _glob_patterns(glob)
-    for path in landed_paths(folder):
-        if not any(fnmatchcase(os.path.basename(path), p) for p in patterns):
-            continue
-        marker = markers / (hashlib.sha256(os.fsencode(path)).hexdigest()[:32] + ".json")
-        if marker.exists():
+    paths = [p for p in landed_paths(folder) if any(fnmatchcase(os.path.basename(p), g) for g in patterns)]
+
+    def mark(path: str, reason: str, kept: bool) -> None:
+        line = {"value": "\n" + json.dumps({UNREADABLE_FILE: reason}), "source_file": file_uri(path)}
+        if kept:
+            line[KEPT] = os.path.basename(path)
+        # a leading newline: no landed line can hold one, so no record can pass for a marker
+        tmp = markers / f".{marker_of(path).name}.tmp"  # hidden: Spark's file source skips it
+        tmp.write_text(json.dumps(line) + "\n")
+        os.replace(tmp, marker_of(path))  # whole or absent: the marker stream never reads half a line
+
+    def marker_of(path: str) -> Path:
+        return markers / (hashlib.sha256(os.fsencode(path)).hexdigest()[:32] + ".json")
+
+    for path in paths:
+        if marker_of(path).exists():
             continue
         problem = name_problem(path) or checks.problem(path, avro_reader)
         if problem is None:
             continue
-        landed = "none of its records was landed" if problem.startswith((NOT_AS_READER, NAME_NOT_UTF8)) else \
+        kept = _too_big_to_open(path)
+        landed = "none of its records was landed" if kept or problem.startswith((NOT_AS_READER, NAME_NOT_UTF8)) else \
             "what could be read before the damage was landed as usual"
-        reason = f"file {shown(os.path.relpath(path, folder))} {problem}; {landed}"  # relative: 2026/12/x.json.gz
-        # a leading newline: no landed line can hold one, so no record can pass for a marker
-        line = {"value": "\n" + json.dumps({UNREADABLE_FILE: reason}), "source_file": file_uri(path)}
-        tmp = markers / f".{marker.name}.tmp"  # hidden: Spark's file source skips it
-        tmp.write_text(json.dumps(line) + "\n")
-        os.replace(tmp, marker)  # whole or absent: the marker stream never reads half a line
+        where = shown(os.path.relpath(path, folder))  # relative: 2026/12/x.json.gz
+        mark(path, f"file {where} {problem}; {kept + '; ' if kept else ''}{landed}", bool(kept))
     checks.save()
+    kept_names = kept_from_spark(markers)
+    for path in paths:
+        if os.path.basename(path) in kept_names and not marker_of(path).exists():
+            mark(path, f"file {shown(os.path.relpath(path, folder))} cannot be read: it has the name of a landed file "
+                       "Spark is not let open, and Spark's file source leaves files out by name; rename it; none of "
+                       "its records was landed", True)
     return markers
+
+
+def kept_from_spark(markers: Path) -> set[str]:
+    """The file names a read must leave out (markers :data:`KEPT` by :func:`check_landed_files`)."""
+    names = set()
+    for marker in markers.glob("*.json"):
+        try:
+            names.add(json.loads(marker.read_text()).get(KEPT))
+        except (OSError, ValueError):
+            continue
+    return names - {None}

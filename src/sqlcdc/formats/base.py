@@ -21,8 +21,9 @@ from sqlcdc import frames
 from sqlcdc.config import TableConfig
 from sqlcdc.formats._file_checks import (  # noqa: F401 -- re-exported: the landed-file checks' public names
     CHECKED_SUFFIXES, STATE_DIR_ENV, UNREADABLE_FILE, FileChecks, check_landed_files, compressed_file_problem,
-    file_uri, landed_file_problem, landed_paths, name_problem, shown)
+    file_uri, kept_from_spark, landed_file_problem, landed_paths, name_problem, shown)
 from sqlcdc.transport.files import LANDED_FILE_OPTIONS, file_read, open_files
+from sqlcdc.transport.globs import without_names
 
 
 def landed_files_reader(spark: SparkSession, *, streaming: bool = False) -> DataFrameReader | DataStreamReader:
@@ -78,12 +79,16 @@ def read_landed_files(spark: SparkSession, landing: str, *, file_format: str, st
     (``ignoreCorruptFiles``) and a streaming read adds one bronze row per damaged file
     (:data:`UNREADABLE_FILE`). Only then: a file whose damage the check cannot see (an Avro block
     that decompresses but whose records do not decode) stops a read that has no damaged file known,
-    naming the file, rather than losing the rest of that file without a trace."""
+    naming the file, rather than losing the rest of that file without a trace. A file Spark must not
+    open at all (:func:`~sqlcdc.formats._file_checks.kept_from_spark`) is left out of the read by name
+    (:func:`sqlcdc.transport.globs.without_names`)."""
     checked = _checked_folder(landing)
     reader = json.loads(avro_schema) if avro_schema else None
     markers = check_landed_files(checked[0], glob, checked[1], reader) if checked else None
     damaged = markers is not None and any(markers.glob("*.json"))
-    out = rows(open_files(spark, file_read(landing, file_format=file_format, streaming=streaming, glob=glob,
+    kept = kept_from_spark(markers) if damaged else set()
+    names = without_names(glob, sorted(kept)) if kept else glob
+    out = rows(open_files(spark, file_read(landing, file_format=file_format, streaming=streaming, glob=names,
                                            schema=schema, ignore_corrupt=damaged, avro_schema=avro_schema)))
     if not (streaming and markers is not None):
         return out
