@@ -394,6 +394,15 @@ def _flip(data: bytes, at: int) -> bytes:
     return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
 
 
+def _zigzag(n: int) -> bytes:
+    """``n`` as Avro writes a long (zig-zag varint)."""
+    n, out = (n << 1) ^ (n >> 63), bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
 def _damaged(good: bytes) -> dict[str, bytes]:
     """Copies of a whole Avro file, each damaged in one way Spark's Avro reader stops at."""
     return {
@@ -531,6 +540,9 @@ def test_a_local_streaming_avro_read_keeps_what_it_can_and_adds_a_row_per_damage
     for name, data in _damaged(ces_avro["snappy"]).items():
         (landing / f"{name}.avro").write_bytes(data)
     (landing / "flipped.avro").write_bytes(_flip(ces_avro["snappy"], len(ces_avro["snappy"]) // 2))  # CRC32
+    # a block after the last that says it holds 1.5 GB: Avro's reader makes that buffer before reading
+    # into it (OutOfMemoryError stopped a 1 GB JVM, 2026-12-06), so Spark is not let open the file
+    (landing / "huge.avro").write_bytes(ces_avro["snappy"] + bytes([2]) + _zigzag(1_500_000_000) + b"xyz")
     (landing / "events.json").write_text("not Avro, and the Avro glob leaves it out\n")
     out, ckpt = tmp_path / "bronze", tmp_path / "ckpt"
 
@@ -540,8 +552,10 @@ def test_a_local_streaming_avro_read_keeps_what_it_can_and_adds_a_row_per_damage
         q.awaitTermination()
 
     run()
+    opened = {Path(p).name for p in ces.read_avro(spark, str(landing), streaming=False).inputFiles()}
+    assert "huge.avro" not in opened and "cut.avro" in opened
     bronze = spark.read.parquet(str(out))
-    damaged = ["cut.avro", "flipped.avro", "junk.avro", "not_avro.avro", "sync.avro"]
+    damaged = ["cut.avro", "flipped.avro", "huge.avro", "junk.avro", "not_avro.avro", "sync.avro"]
     assert sorted(Path(r.source_file).name for r in bronze.where(base.is_unreadable_file()).collect()) == damaged
     by_file: dict[str, list[dict]] = {}
     for r in bronze.where(~base.is_unreadable_file()).collect():
@@ -557,7 +571,12 @@ def test_a_local_streaming_avro_read_keeps_what_it_can_and_adds_a_row_per_damage
     q = base.rejected_before_decoding(bronze, "s", "ces").collect()
     assert sorted((Path(r.bronze_file).name, r.reason.split(" (")[0], r.rules) for r in q) == [
         (name, f"file {name} cannot be read: not a whole Avro container file", ["unreadable_file"]) for name in damaged]
-    assert all(r.reason.endswith("; what could be read before the damage was landed as usual") for r in q)
+    reasons = {Path(r.bronze_file).name: r.reason for r in q}
+    huge = (landing / "huge.avro").stat().st_size
+    assert reasons.pop("huge.avro").endswith(
+        f"cut short at byte {huge}); Spark is not let open it: Avro's reader would allocate 1,500,000,000 bytes for data "
+        "the file does not hold, enough to stop the JVM; none of its records was landed")
+    assert all(r.endswith("; what could be read before the damage was landed as usual") for r in reasons.values())
     checked = json.loads((state / "unreadable" / "checked.json").read_text())
     assert sorted(Path(p).name for p in checked) == ["a.avro", "b.avro"]  # whole: not read through again
 

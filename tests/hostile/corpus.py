@@ -90,24 +90,29 @@ def not_utf8_file(producer: str, file: str, good: str) -> tuple[str, bytes, list
 
 
 #: The CES source's landed Avro container files that cannot be read: one that is not Avro, one whose
-#: writer schema gives ``id`` an int (a good event's; its records all land as JSON lines).
+#: writer schema gives ``id`` an int (a good event's; its records all land as JSON lines), one whose
+#: last block says it holds 1.5 GB (Avro's reader makes that buffer first: Spark must not open it).
 DAMAGED_AVRO = {"part-0_junk.avro": ": not a whole Avro container file (no Avro magic bytes",
                 "part-0_int_id.avro": " as ChangeEvent records: its Avro schema gives field id the type int, which Avro "
-                                      "does not read as string; none of its records was landed"}
+                                      "does not read as string; none of its records was landed",
+                "part-0_huge.avro": ": not a whole Avro container file (block 2 cut short at byte "}
 
 
-def int_id_avro(good: str) -> bytes:
-    """A CES Avro container file of the event ``good`` whose writer schema gives ``id`` an int."""
+def event_avro(good: str, *, int_id: bool = False, huge: bool = False) -> bytes:
+    """A CES Avro container file of the event ``good``; ``int_id``: its writer schema gives ``id`` an
+    int; ``huge``: a block after it says it holds 1,500,000,000 bytes (the file ends 3 bytes later)."""
     import fastavro
 
     doc = json.loads((Path(__file__).parents[1] / "fixtures" / "ces" / "seed_changeevent.avsc").read_text())
-    doc["fields"] = [{**f, "type": "int"} if f["name"] == "id" else f for f in doc["fields"]]
+    if int_id:
+        doc["fields"] = [{**f, "type": "int"} if f["name"] == "id" else f for f in doc["fields"]]
     ev = json.loads(good)
     record = {"segmentindex": 0, "finalsegment": True, **{f["name"]: ev[f["name"]] for f in doc["fields"] if f["name"] in ev},
-              "id": 7, "data": ev["data"].encode()}
+              "data": ev["data"].encode(), **({"id": 7} if int_id else {})}
     out = io.BytesIO()
     fastavro.writer(out, fastavro.parse_schema(doc), [record])
-    return out.getvalue()
+    # a block of one object (zig-zag 2) of 1,500,000,000 bytes (zig-zag varint), then 3 bytes
+    return out.getvalue() + (b"\x02\x80\xbc\xc1\x96\x0b" + b"xyz" if huge else b"")
 
 
 #: records of a producer that are neither silver nor quarantine: Qlik's metadata message is skipped
@@ -164,8 +169,9 @@ def land(landing: Path) -> tuple[str, dict[str, str]]:
         latin1, text, _ = not_utf8_file(producer, file, alone)
         (folder / latin1).write_bytes(text)
         for name in avro:
-            (folder / name).write_bytes(int_id_avro(alone) if name.endswith("_int_id.avro")
-                                        else b"these bytes were meant to be an Avro container file\n")
+            (folder / name).write_bytes(event_avro(alone, int_id=True) if name.endswith("_int_id.avro") else
+                                        event_avro(alone, huge=True) if name.endswith("_huge.avro") else
+                                        b"these bytes were meant to be an Avro container file\n")
         # CES reads JSON lines by json_glob (default *.{json,jsonl,ndjson}): let it read .json.gz/.lz4 too;
         # and Avro files (avro_glob, default *.avro)
         options = "    options: {serialization: auto, json_glob: '*.{json,json.gz,json.lz4}'}\n" if producer == "ces" else ""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
-from sqlcdc.formats._avro_check import NOT_AS_READER, avro_file_problem
+from sqlcdc.formats._avro_check import NOT_AS_READER, avro_claim, avro_file_problem
 from sqlcdc.formats._block_check import hadoop_block_problem, hadoop_claim
 from sqlcdc.formats._zstd_check import zstd_problem
 
@@ -219,9 +219,10 @@ def landed_paths(folder: str) -> list[str]:
     return out
 
 
-#: A buffer Hadoop's block codecs would allocate for a chunk the file does not hold, past which
-#: Spark is not let open the file (:func:`hadoop_claim`): a heap may not have room for it, and an
-#: OutOfMemoryError in a task stops a local run's JVM. Hadoop writes chunks of 256 KiB.
+#: A buffer a reader would allocate for data the file does not hold (Hadoop's block codecs:
+#: :func:`hadoop_claim`; Avro's: :func:`avro_claim`), past which Spark is not let open the file: a
+#: heap may not have room for it, and an OutOfMemoryError in a task stops a local run's JVM. Hadoop
+#: writes chunks of 256 KiB, Avro blocks of about 64 KiB.
 CLAIM_LIMIT = 64 << 20
 
 #: The key of a marker (beside ``value`` and ``source_file``) naming a file that Spark's read leaves
@@ -230,18 +231,22 @@ KEPT = "kept_from_spark"
 
 
 def _too_big_to_open(path: str) -> str | None:
-    """Why Spark must not open ``path`` at all, else None: an ``.lz4``/``.snappy`` file that makes
-    Hadoop allocate more than :data:`CLAIM_LIMIT` for a chunk it does not hold."""
-    codec = path.lower().rsplit(".", 1)[-1]
-    if codec not in ("lz4", "snappy"):
+    """Why Spark must not open ``path`` at all, else None: an ``.lz4``/``.snappy`` file (Hadoop's
+    block codecs) or an ``.avro`` file (Avro's reader) that makes its reader allocate more than
+    :data:`CLAIM_LIMIT` for a length the file does not hold."""
+    kind = path.lower().rsplit(".", 1)[-1]
+    if kind == "avro":
+        claim, reader = avro_claim(path), "Avro's reader"
+    elif kind in ("lz4", "snappy"):
+        try:
+            with open(path, "rb") as fh:
+                claim, reader = hadoop_claim(fh, kind), f"Hadoop's {kind} codec"
+        except OSError:
+            return None
+    else:
         return None
-    try:
-        with open(path, "rb") as fh:
-            claim = hadoop_claim(fh, codec)
-    except OSError:
-        return None
-    return (f"Spark is not let open it: Hadoop's {codec} codec would allocate {claim:,} bytes for a chunk the "
-            "file does not hold, enough to stop the JVM") if claim > CLAIM_LIMIT else None
+    return (f"Spark is not let open it: {reader} would allocate {claim:,} bytes for data the file does not "
+            "hold, enough to stop the JVM") if claim > CLAIM_LIMIT else None
 
 
 def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: dict | None = None) -> Path:
