@@ -15,6 +15,8 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from test_ces import event as ces_event
 
@@ -67,7 +69,8 @@ def test_each_compressed_file_spark_would_read_is_checked_once(tmp_path):
     assert found["d.json.gz"].startswith("file d.json.gz cannot be read: not a whole gzip file (BadGzipFile")
     assert found["e.json.bz2"].startswith("file e.json.bz2 cannot be read: not a whole bzip2 file (EOFError")
     checked = json.loads((state / "unreadable" / "checked.json").read_text())
-    assert list(checked) == [str(files["whole"])]  # remembered whole: not decompressed again
+    # remembered whole: not decompressed again (a plain file is read through once too, for its line lengths)
+    assert sorted(checked) == sorted([str(files["whole"]), str(files["plain"])])
 
     before = {p.name: p.stat().st_mtime_ns for p in markers.iterdir()}
     files["whole"].write_bytes(b"replaced by something that is not gzip")  # new size: checked again
@@ -100,7 +103,7 @@ def test_a_whole_file_is_decompressed_once_across_runs(tmp_path, monkeypatch):
     assert first.problem(str(files["whole"])) is None and first.problem(str(files["cut"])).startswith("cannot be read")
     first.save()
 
-    def never(path):
+    def never(path, *_):
         raise AssertionError(f"{path} decompressed again")
 
     monkeypatch.setattr(_file_checks, "compressed_file_problem", never)
@@ -273,6 +276,58 @@ def test_a_file_whose_name_is_not_utf8_is_quarantined_as_a_file_not_left_out(spa
     assert [r.after.customer for r in decoded.changes.collect()] == ["fay"]
     assert [r.reason.split(" (capture instance")[0] for r in decoded.quarantine.collect()] == [
         "file dbo_orders_CT_\\xe9.csv cannot be read: its name is not UTF-8 (byte e9 at offset 14): Spark leaves it out; rename it"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(lengths=st.lists(st.integers(0, 130), min_size=1, max_size=12), cuts=st.lists(st.integers(1, 400), max_size=8),
+       end=st.booleans())
+def test_the_line_count_finds_the_first_line_over_the_limit_however_the_bytes_come(lengths, cuts, end):
+    """``_Lines`` is fed a file's bytes as Python reads them (1 MiB reads, or whatever zlib hands
+    back, which can be larger than the limit): the first line longer than the limit, by number."""
+    limit = 50
+    data = b"\n".join(b"x" * n for n in lengths) + (b"\n" if end else b"")
+    want = next((i + 1 for i, n in enumerate(lengths) if n > limit), None)
+    counted, at = _file_checks._Lines(), 0
+    original, _file_checks.LINE_LIMIT = _file_checks.LINE_LIMIT, limit
+    try:
+        for cut in sorted({c for c in cuts if c < len(data)}) + [len(data)]:
+            counted.feed(data[at:cut])
+            at = cut
+    finally:
+        _file_checks.LINE_LIMIT = original
+    assert counted.long == want
+
+
+def test_a_line_too_long_to_read_keeps_its_file_from_spark_and_other_files_land(spark, tmp_path, monkeypatch):
+    """Spark's text reader holds a line whole: one line of 600 MB (a table dumped as one JSON array)
+    stopped a 4 GB JVM (probed 2026-12-06). A file with a line over ``LINE_LIMIT`` (lowered here) is
+    one quarantine row and is not opened; plain, ``.gz``, ``.bz2`` and ``.deflate`` are measured."""
+    monkeypatch.setattr(_file_checks, "LINE_LIMIT", 1000)
+    monkeypatch.setenv(base.STATE_DIR_ENV, str(tmp_path / "state"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    good = [json.dumps({"op": "c", "n": i}) for i in range(3)]
+    long_line = json.dumps([{"op": "c", "pad": "x" * 200}] * 10)  # 2,000+ bytes on one line
+    body = ("\n".join([good[0], long_line, good[1]]) + "\n").encode()
+    (landing / "ok.json").write_text("\n".join(good) + "\n")
+    (landing / "ok_until_1000.json").write_text("y" * 1000 + "\n")  # at the limit: read
+    (landing / "array.json").write_bytes(body)
+    (landing / "array.json.gz").write_bytes(gzip.compress(body))
+    (landing / "array.json.bz2").write_bytes(bz2.compress(body))
+    (landing / "array.json.deflate").write_bytes(zlib.compress(body))
+    opened = {p.rsplit("/", 1)[-1] for p in base.read_text_lines(spark, str(landing), streaming=False).inputFiles()}
+    assert opened == {"ok.json", "ok_until_1000.json"}
+    got = base.read_text_lines(spark, str(landing), streaming=True)
+    out = tmp_path / "bronze"
+    (got.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True)
+     .start(str(out)).awaitTermination())
+    bronze = spark.read.parquet(str(out))
+    assert sorted(r.value for r in bronze.where(~base.is_unreadable_file()).collect()) == sorted(good + ["y" * 1000])
+    reasons = sorted(r.reason for r in base.rejected_before_decoding(bronze, "s", "debezium").collect())
+    assert reasons == [
+        f"file {name} cannot be read: line 2 is longer than 1,000 bytes, more than sqlcdc reads as one record; Spark is not let "
+        "open it: its text reader would hold that line whole, enough to stop the JVM; none of its records was landed"
+        for name in ("array.json", "array.json.bz2", "array.json.deflate", "array.json.gz")]
 
 
 def test_hadoop_block_files_and_deflate_are_walked_and_other_layouts_quarantined_as_files(spark, tmp_path, monkeypatch):

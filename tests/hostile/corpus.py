@@ -53,13 +53,15 @@ def damaged_files(file: str) -> dict[str, str]:
     """Files of a producer that cannot be read to their end -> what their quarantine reason says:
     a ``.gz`` cut short, in a folder below the landing (copies of the producer's first good record,
     so whatever Spark reads of it before the cut changes no gold), a ``.gz`` that is not gzip at all
-    and an lz4-tool file (:func:`lz4_frame`); for CES also an ``.avro`` that is not Avro at all
+    an lz4-tool file (:func:`lz4_frame`) and a file of one 80 MiB line; for CES also an ``.avro`` that is not Avro at all
     (:data:`DAMAGED_AVRO`). Each stopped the whole run (Spark's codec or
     Avro reader fails mid-file); now each is quarantined as a file."""
     stem, _, ext = file.rpartition(".")
     gz = {f"2026/12/06/{stem}_cut.{ext}.gz": ": not a whole gzip file (EOFError",  # in a folder below the landing
           f"{stem}_junk.{ext}.gz": ": not a whole gzip file (BadGzipFile",
-          f"{stem}_tool.{ext}.lz4": ": not a whole Hadoop lz4 file (it is an LZ4 frame file, as the lz4 tool writes it"}
+          f"{stem}_tool.{ext}.lz4": ": not a whole Hadoop lz4 file (it is an LZ4 frame file, as the lz4 tool writes it",
+          # a table dumped as one JSON array: one line of 64 MiB and more (600 MB stopped a 4 GB JVM)
+          f"{stem}_one_line.{ext}": ": line 1 is longer than 64 MiB, more than sqlcdc reads as one record"}
     return gz | (DAMAGED_AVRO if file == SOURCES["ces"][2] else {})
 
 
@@ -161,11 +163,12 @@ def land(landing: Path) -> tuple[str, dict[str, str]]:
         alone = next(c.record for c in CASES_OF[producer] if c.place == "silver")
         (folder / file).write_text("\n".join(x for x in lines[producer] if x != alone) + "\n")
         (folder / colon_name(file)).write_text(alone + "\n")
-        cut, junk, tool, *avro = damaged_files(file)
+        cut, junk, tool, one_line, *avro = damaged_files(file)
         (folder / cut).parent.mkdir(parents=True, exist_ok=True)
         (folder / cut).write_bytes(gzip.compress(((alone + "\n") * 50).encode())[:-40])
         (folder / junk).write_bytes(b"these bytes were meant to be gzip\n")
         (folder / tool).write_bytes(lz4_frame((alone + "\n").encode()))
+        (folder / one_line).write_bytes(b"[" + b'"x", ' * (1 << 24) + b'"x"]\n')
         latin1, text, _ = not_utf8_file(producer, file, alone)
         (folder / latin1).write_bytes(text)
         for name in avro:

@@ -90,7 +90,65 @@ def _glob_patterns(glob: str | None) -> list[str]:
 CHECKED_SUFFIXES = (".gz", ".bz2", ".zst", ".deflate", ".lz4", ".snappy", ".avro")
 
 
-def compressed_file_problem(path: str) -> str | None:
+#: The longest line read as one record. Spark's text reader holds a line whole (Hadoop's ``Text``
+#: doubles as it grows, then copies): one line of 600 MB stopped a 4 GB JVM with OutOfMemoryError
+#: (a whole table dumped as one JSON array is such a line); 300 MB was read. Checked where Python
+#: reads a file's bytes anyway or can cheaply (plain, ``.gz``, ``.bz2``, ``.deflate``).
+LINE_LIMIT = 64 << 20
+
+
+class _Lines:
+    """Fed a file's bytes in order, finds its first line longer than :data:`LINE_LIMIT` (``long``:
+    its number, else None)."""
+
+    def __init__(self) -> None:
+        self.count, self.open, self.long = 0, 0, None  # lines ended, bytes of the line still open
+
+    def feed(self, chunk: bytes) -> None:
+        if self.long is not None or not chunk:
+            return
+        if len(chunk) > LINE_LIMIT:  # a line could lie inside it: walk its line ends
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                self._ended(self.open + end - start)
+                self.open, start = 0, end + 1
+            self.open += len(chunk) - start
+        elif (first := chunk.find(b"\n")) < 0:
+            self.open += len(chunk)
+        else:  # only the line it continues can be long
+            self._ended(self.open + first)
+            self.count += chunk.count(b"\n") - 1
+            self.open = len(chunk) - chunk.rfind(b"\n") - 1
+        if self.long is None and self.open > LINE_LIMIT:
+            self.long = self.count + 1
+
+    def _ended(self, length: int) -> None:
+        self.count += 1
+        if self.long is None and length > LINE_LIMIT:
+            self.long = self.count
+
+    def problem(self) -> str | None:
+        limit = f"{LINE_LIMIT >> 20} MiB" if LINE_LIMIT % (1 << 20) == 0 else f"{LINE_LIMIT:,} bytes"
+        return None if self.long is None else (
+            f"{LONG_LINE}{self.long} is longer than {limit}, more than sqlcdc reads as one record")
+
+
+#: How :func:`compressed_file_problem` begins for a file with a line longer than :data:`LINE_LIMIT`.
+LONG_LINE = "cannot be read: line "
+
+
+def _plain_problem(path: str) -> str | None:
+    lines = _Lines()
+    try:
+        with open(path, "rb") as fh:
+            while (chunk := fh.read(1 << 20)) and lines.long is None:
+                lines.feed(chunk)
+    except OSError as e:
+        return f"cannot be read: {e.strerror or e}"
+    return lines.problem()
+
+
+def compressed_file_problem(path: str, lines: bool = False) -> str | None:
     """Why a compressed landed file (``.gz``, ``.bz2``, ``.zst``, ``.deflate``, ``.lz4``, ``.snappy``)
     cannot be read to its end, else None (other files: None).
 
@@ -109,32 +167,36 @@ def compressed_file_problem(path: str) -> str | None:
             except OSError as e:
                 problem = f"{e.strerror or e}"
             return problem and f"cannot be read: not a whole {kind} file ({problem})"
+    counted = _Lines() if lines else None
     if low.endswith(".deflate"):
-        problem = _zlib_problem(path)
-        return problem and f"cannot be read: not a whole zlib (.deflate) file ({problem})"
+        problem = _zlib_problem(path, counted)
+        return (problem and f"cannot be read: not a whole zlib (.deflate) file ({problem})") or (counted and counted.problem())
     opener = gzip.open if low.endswith(".gz") else bz2.open if low.endswith(".bz2") else None
     if opener is None:
-        return None
+        return _plain_problem(path) if lines else None
     kind = "gzip" if opener is gzip.open else "bzip2"
     try:
         with opener(path, "rb") as fh:
-            while fh.read(1 << 20):
-                pass
+            while chunk := fh.read(1 << 20):
+                if counted:
+                    counted.feed(chunk)
     except (OSError, EOFError, ValueError, zlib.error) as e:
         return f"cannot be read: not a whole {kind} file ({type(e).__name__}: {str(e)[:200]})"
-    return None
+    return counted and counted.problem()
 
 
-def _zlib_problem(path: str) -> str | None:
+def _zlib_problem(path: str, lines: _Lines | None = None) -> str | None:
     """Why ``path`` is not zlib streams one after another (Hadoop's ``DefaultCodec``, ``.deflate``,
-    reads them so), else None. An empty file is whole (no lines)."""
+    reads them so), else None; ``lines`` is fed what it decompresses to. An empty file is whole (no lines)."""
     z, seen = zlib.decompressobj(), False
     try:
         with open(path, "rb") as fh:
             while data := fh.read(1 << 20):
                 seen = True
                 while data:
-                    z.decompress(data)
+                    out = z.decompress(data)
+                    if lines:
+                        lines.feed(out)
                     data = z.unused_data
                     if z.eof:
                         z, seen = zlib.decompressobj(), bool(data)
@@ -145,13 +207,14 @@ def _zlib_problem(path: str) -> str | None:
     return "cut short: its last stream does not end" if seen else None
 
 
-def landed_file_problem(path: str, avro_reader: dict | None = None) -> str | None:
+def landed_file_problem(path: str, avro_reader: dict | None = None, lines: bool = False) -> str | None:
     """Why a landed ``.gz``/``.bz2`` (:func:`compressed_file_problem`) or Avro container file
     (:func:`sqlcdc.formats._avro_check.avro_file_problem`, as ``avro_reader`` records) cannot be
-    read to its end, else None."""
+    read to its end, else None; ``lines``: a file read as lines, whose lines are measured too
+    (:data:`LINE_LIMIT`)."""
     if path.lower().endswith(".avro"):
         return avro_file_problem(path, avro_reader)
-    return compressed_file_problem(path)
+    return compressed_file_problem(path, lines)
 
 
 class FileChecks:
@@ -181,19 +244,20 @@ class FileChecks:
         return cls(Path(state) if state else None)
 
     def problem(self, path: str, avro_reader: dict | None = None, *,
-                whole: Callable[[str], str | None] | None = None) -> str | None:
+                whole: Callable[[str], str | None] | None = None, lines: bool = False) -> str | None:
         """Why ``path`` cannot be read to its end (:func:`landed_file_problem`, or the check ``whole``
-        when given, whatever the file's suffix), else None; a whole file is not read again."""
-        if whole is None and not path.lower().endswith(CHECKED_SUFFIXES):
+        when given, whatever the file's suffix), else None; ``lines``: Spark reads it as lines, so
+        a plain file is read through too, for its line lengths. A whole file is not read again."""
+        if whole is None and not lines and not path.lower().endswith(CHECKED_SUFFIXES):
             return None
         try:
             st = os.stat(path)
         except OSError as e:
             return f"cannot be read: {e.strerror or e}"
-        stamp = [st.st_size, st.st_mtime_ns]
+        stamp = [st.st_size, st.st_mtime_ns, "lines" if lines else "file"]  # what was checked of it
         if self._whole.get(path) == stamp:
             return None
-        problem = whole(path) if whole else landed_file_problem(path, avro_reader)
+        problem = whole(path) if whole else landed_file_problem(path, avro_reader, lines)
         if problem is None:
             self._whole[path] = stamp
             self._changed = True
@@ -230,10 +294,13 @@ CLAIM_LIMIT = 64 << 20
 KEPT = "kept_from_spark"
 
 
-def _too_big_to_open(path: str) -> str | None:
-    """Why Spark must not open ``path`` at all, else None: an ``.lz4``/``.snappy`` file (Hadoop's
-    block codecs) or an ``.avro`` file (Avro's reader) that makes its reader allocate more than
-    :data:`CLAIM_LIMIT` for a length the file does not hold."""
+def _too_big_to_open(path: str, problem: str) -> str | None:
+    """Why Spark must not open ``path`` (whose check found ``problem``) at all, else None: a line
+    longer than :data:`LINE_LIMIT`, or an ``.lz4``/``.snappy`` file (Hadoop's block codecs) or an
+    ``.avro`` file (Avro's reader) that makes its reader allocate more than :data:`CLAIM_LIMIT` for
+    a length the file does not hold."""
+    if problem.startswith(LONG_LINE):
+        return "Spark is not let open it: its text reader would hold that line whole, enough to stop the JVM"
     kind = path.lower().rsplit(".", 1)[-1]
     if kind == "avro":
         claim, reader = avro_claim(path), "Avro's reader"
@@ -283,10 +350,10 @@ def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: 
     for path in paths:
         if marker_of(path).exists():
             continue
-        problem = name_problem(path) or checks.problem(path, avro_reader)
+        problem = name_problem(path) or checks.problem(path, avro_reader, lines=avro_reader is None)
         if problem is None:
             continue
-        kept = _too_big_to_open(path)
+        kept = _too_big_to_open(path, problem)
         landed = "none of its records was landed" if kept or problem.startswith((NOT_AS_READER, NAME_NOT_UTF8)) else \
             "what could be read before the damage was landed as usual"
         where = shown(os.path.relpath(path, folder))  # relative: 2026/12/x.json.gz
