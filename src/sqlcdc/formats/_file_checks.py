@@ -150,7 +150,9 @@ def _plain_problem(path: str) -> str | None:
 
 def compressed_file_problem(path: str, lines: bool = False) -> str | None:
     """Why a compressed landed file (``.gz``, ``.bz2``, ``.zst``, ``.deflate``, ``.lz4``, ``.snappy``)
-    cannot be read to its end, else None (other files: None).
+    cannot be read to its end, else None (other files: None). With ``lines`` (Spark reads the file as
+    lines) also a line longer than :data:`LINE_LIMIT`, in plain files and in what ``.gz``, ``.bz2``
+    and ``.deflate`` decompress to.
 
     Spark (Hadoop's codecs) fails the whole read on a compressed file cut short or not compressed at
     all, or -- ``.lz4``/``.snappy`` -- reads it as ending early or as nothing; Python tells it before
