@@ -449,15 +449,6 @@ def _flip(data: bytes, at: int) -> bytes:
     return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
 
 
-def _zigzag(n: int) -> bytes:
-    """``n`` as Avro writes a long (zig-zag varint)."""
-    n, out = (n << 1) ^ (n >> 63), bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out + bytes([n]))
-
-
 def _damaged(good: bytes) -> dict[str, bytes]:
     """Copies of a whole Avro file, each damaged in one way Spark's Avro reader stops at."""
     return {
@@ -494,6 +485,7 @@ def test_the_avro_check_passes_whole_files_and_says_where_a_damaged_one_stops(ce
 
 
 def _zigzag(n: int) -> bytes:
+    """``n`` as Avro writes a long (zig-zag varint)."""
     n, out = (n << 1) ^ (n >> 63), bytearray()
     while n > 0x7F:
         out.append(n & 0x7F | 0x80)

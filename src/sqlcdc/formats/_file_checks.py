@@ -10,7 +10,6 @@ import gzip
 import hashlib
 import json
 import os
-import re
 import unicodedata
 import zlib
 from fnmatch import fnmatchcase
@@ -22,6 +21,7 @@ from urllib.parse import quote
 from sqlcdc.formats._avro_check import NOT_AS_READER, avro_claim, avro_file_problem
 from sqlcdc.formats._block_check import hadoop_block_problem, hadoop_claim
 from sqlcdc.formats._zstd_check import zstd_problem
+from sqlcdc.transport.globs import alternatives
 
 #: Environment variable naming the folder where a local run keeps its file checks (``sqlcdc run``
 #: sets it to ``<warehouse>/_sqlcdc``). Unset (Databricks, a notebook), landed files are read as
@@ -76,13 +76,9 @@ def name_problem(path: str) -> str | None:
 
 
 def _glob_patterns(glob: str | None) -> list[str]:
-    """A Hadoop file-name glob as :mod:`fnmatch` patterns (``{a,b}`` alternatives expanded)."""
-    if not glob:
-        return ["*"]
-    m = re.search(r"\{([^{}]*)\}", glob)
-    if not m:
-        return [glob.replace("[^", "[!")]
-    return [p for alt in m.group(1).split(",") for p in _glob_patterns(glob[: m.start()] + alt + glob[m.end():])]
+    """A Hadoop file-name glob as :mod:`fnmatch` patterns (``{a,b}`` alternatives expanded, nested
+    ones too: :func:`sqlcdc.transport.globs.alternatives`)."""
+    return [p.replace("[^", "[!") for p in alternatives(glob)] if glob else ["*"]
 
 
 #: The landed files :class:`FileChecks` reads through: those Spark cannot read to their end when
@@ -342,9 +338,10 @@ def check_landed_files(folder: str, glob: str | None, state: Path, avro_reader: 
         if kept:
             line[KEPT] = os.path.basename(path)
         # a leading newline: no landed line can hold one, so no record can pass for a marker
-        tmp = markers / f".{marker_of(path).name}.tmp"  # hidden: Spark's file source skips it
+        marker = marker_of(path)
+        tmp = markers / f".{marker.name}.tmp"  # hidden: Spark's file source skips it
         tmp.write_text(json.dumps(line) + "\n")
-        os.replace(tmp, marker_of(path))  # whole or absent: the marker stream never reads half a line
+        os.replace(tmp, marker)  # whole or absent: the marker stream never reads half a line
 
     def marker_of(path: str) -> Path:
         return markers / (hashlib.sha256(os.fsencode(path)).hexdigest()[:32] + ".json")

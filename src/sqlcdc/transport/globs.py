@@ -21,7 +21,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-__all__ = ["without_names"]
+__all__ = ["alternatives", "without_names"]
 
 _MAX = 0x10FFFF
 _ALL = ((0, _MAX),)
@@ -61,7 +61,7 @@ def _complement(ranges: Ranges) -> Ranges:
     return tuple(out)
 
 
-def _expand(glob: str) -> list[str]:
+def alternatives(glob: str) -> list[str]:
     """``glob`` without ``{a,b}`` groups: one glob per choice (nested groups too; escapes kept)."""
     depth, start, parts, i = 0, -1, [], 0
     while i < len(glob):
@@ -80,7 +80,7 @@ def _expand(glob: str) -> list[str]:
             if depth == 0:
                 bounds = parts + [i + 1]
                 choices = [glob[a:b - 1] for a, b in zip(bounds, bounds[1:])]
-                return [x for ch in choices for x in _expand(glob[:start] + ch + glob[i + 1:])]
+                return [x for ch in choices for x in alternatives(glob[:start] + ch + glob[i + 1:])]
         i += 1
     return [glob]
 
@@ -223,7 +223,7 @@ def without_names(glob: str | None, names: Iterable[str]) -> str:
             node = node.children.setdefault(ord(ch), _Node())
         node.terminal = True
     alts = []
-    for pattern in _expand(glob or "*"):
+    for pattern in alternatives(glob or "*"):
         minus = _Minus(_atoms(pattern))
         sub = minus.glob(root, minus.closure({0}))
         if sub is not None:
