@@ -21,7 +21,8 @@ SEEDS = ROOT.parent / "shared" / "seeds"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-#: Files with real `spark-pipelines` runs (tests marked ``e2e``): one unit of work for xdist.
+#: Files with real `spark-pipelines` runs (tests marked ``e2e``), and ``test_kafka.py``, which shares
+#: their worker's Kafka broker (:func:`broker`, one per worker that asks for it): one unit of work for xdist.
 PIPELINE_FILES = frozenset({"test_dashboard.py", "test_e2e_pipeline.py", "test_kafka.py"})
 
 
@@ -76,6 +77,16 @@ def spark(tmp_path_factory):
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    """A real Kafka broker on 127.0.0.1 (``tests/kafka_broker.py``), started once per worker that
+    asks for it (the worker of :data:`PIPELINE_FILES`) and stopped after its last test."""
+    from kafka_broker import KafkaBroker
+
+    with KafkaBroker(tmp_path_factory.mktemp("kafka-broker")) as b:
+        yield b
 
 
 @pytest.fixture

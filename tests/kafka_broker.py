@@ -8,7 +8,7 @@ Scala JARs never meet pyspark's.
 Start-up: pick two free ports, write ``server.properties``, format the log folder with Kafka's storage
 tool, start ``kafka.Kafka``, then poll until the broker answers a metadata request (no fixed sleeps).
 
-Example (what ``tests/test_kafka.py``'s session fixture does)::
+Example (what the session fixture ``broker`` of ``tests/conftest.py`` does)::
 
     with KafkaBroker(tmp_dir) as broker:
         broker.create_topic("dbz.inventory.dbo.customers")
@@ -182,3 +182,18 @@ def _recv(s: socket.socket, n: int) -> bytes:
             raise OSError("connection closed")
         buf += chunk
     return buf
+
+
+def produce(spark, bootstrap: str, topic: str, values: list[str | None], keys: list[str | None] | None = None,
+            headers: list[list[tuple[str, str]]] | None = None) -> None:
+    """Write records in this order to ``topic`` (one partition) with Spark's Kafka sink."""
+    keys = keys or [None] * len(values)
+    headers = headers or [[] for _ in values]
+    rows = [(k, v, [(hk, hv.encode()) for hk, hv in h]) for k, v, h in zip(keys, values, headers)]
+    df = spark.createDataFrame(rows, "key string, value string, headers array<struct<key: string, value: binary>>")
+    df.coalesce(1).write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save()
+
+
+def dbz_value(doc_line: str) -> str | None:
+    """A landed Debezium line as the Kafka record value: a blank line is a tombstone (null value)."""
+    return None if doc_line.strip() == "" else doc_line

@@ -16,19 +16,33 @@ must change none of their tables (it leaves all but the CES one out: sqlcdc.cli.
 With the demo's change-table export (``samples/cdc_ct/orders``, ``config/tables/orders.yml``) the
 pipeline holds every table of ``make run``'s demo (the Debezium, CES and Qlik feeds are the demo's
 own), and each of their gold tables is read with delta-rs as pandas and Polars read it.
+
+And the same Debezium, CES and Qlik events via a real Kafka broker (``tests/kafka_broker.py``), all
+produced before run 1, with a fourth topic of 660 Debezium events read 110 per micro-batch: before
+run 1 the pipeline is started once and SIGKILLed as soon as that topic's bronze has committed, so run
+1 is the rerun of a killed run (for every source). After run 2 each producer's Kafka gold equals the
+gold of its files (which landed over two runs), CES and Qlik columns discovered from the topics, the
+balances hold for the Kafka sources, and the killed topic lost nothing and duplicated nothing.
+(Until 2026-12-06 this was a pipeline of its own in ``tests/test_kafka.py``, with three more file
+sources to compare with: each real run costs minutes of start-up and planning on 2 cores.)
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 import interpreted
+from debezium_events import customer, event, line, lsn
 from hostile import corpus
+from kafka_broker import dbz_value, produce, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "debezium" / "inventory"
@@ -55,7 +69,86 @@ def ces_line(name: str) -> str:
     return " ".join(line.strip() for line in (SEEDS_CES / f"seed_{name}.json").read_text().splitlines())
 
 
-def write_config(base: Path, dbz: Path, ces: Path, qlik: Path, qlik_late: Path) -> Path:
+#: Kafka topics of the Debezium, CES and Qlik events, and of the many events a killed run reads.
+TOPICS = {"stream": "server1.dbo.customers.e2e", "ces_stream": "ces.purchases", "qlik_stream": "qlik.customers",
+          "killed": "server1.dbo.customers.kill"}
+#: Debezium on Kafka needs its columns (no schema envelope to discover them from).
+DBZ_COLUMNS = "columns:\n" + "".join(f"  - {{name: {n}, type: {t}}}\n" for n, t in (
+    ("id", "int32"), ("first_name", "string"), ("last_name", "string"), ("email", "string")))
+KILLED_KEYS = 300
+
+
+def kafka_sources(bootstrap: str) -> str:
+    def stream(name: str) -> str:
+        return f"    kafka:\n      bootstrap_servers: {bootstrap}\n      topic: {TOPICS[name]}\n"
+
+    return (f"  stream:\n    format: debezium\n{stream('stream')}"
+            f"  ces_stream:\n    format: ces\n    options: {{serialization: json}}\n{stream('ces_stream')}"
+            f"  qlik_stream:\n    format: qlik\n{stream('qlik_stream')}"
+            f"  killed:\n    format: debezium\n{stream('killed')}"
+            "      options: {maxOffsetsPerTrigger: 110}\n")  # 6 micro-batches: room to be killed mid-way
+
+
+def produce_all(spark, bootstrap: str) -> dict[int, str]:
+    """Every event of the file sources' two runs, and the killed topic's; returns its expected SCD1."""
+    dbz = [v for name in sorted(p.name for p in SAMPLES.glob("*.json"))
+           for v in map(dbz_value, (SAMPLES / name).read_text().splitlines())]
+    produce(spark, bootstrap, TOPICS["stream"], dbz)
+    produce(spark, bootstrap, TOPICS["ces_stream"], [ces_line(n) for n in ("insert", "update", "delete")])
+    produce(spark, bootstrap, TOPICS["qlik_stream"],
+            [x for f in sorted(QLIK.glob("*.jsonl")) for x in f.read_text().splitlines() if x.strip()])
+    values, expected = many_events(KILLED_KEYS)
+    assert len(values) == 660
+    produce(spark, bootstrap, TOPICS["killed"], values)
+    return expected
+
+
+def many_events(n_keys: int) -> tuple[list[str], dict[int, str]]:
+    """Per key k: create (v0), update (v1); every 5th key is then deleted. Returns (values, expected SCD1)."""
+    out, expected = [], {}
+    for k in range(1, n_keys + 1):
+        c0, c1 = customer(k, f"n{k}", "v0"), customer(k, f"n{k}", "v1")
+        out.append(line(event("c", after=c0, commit_lsn=lsn(0x100 + k, 1, 1), change_lsn=lsn(0x100 + k, 1, 1))))
+        out.append(line(event("u", before=c0, after=c1, commit_lsn=lsn(0x100 + k, 2, 1), change_lsn=lsn(0x100 + k, 2, 1),
+                              serial=2)))
+        if k % 5 == 0:
+            out.append(line(event("d", before=c1, commit_lsn=lsn(0x100 + k, 3, 1), change_lsn=lsn(0x100 + k, 3, 1))))
+        else:
+            expected[k] = "v1"
+    return out, expected
+
+
+def killed_run(config: Path, warehouse: Path, log_file: Path) -> None:
+    """Start `sqlcdc run` and SIGKILL it (with its `spark-pipelines` and Spark) once the killed topic's
+    bronze has committed a micro-batch."""
+    with log_file.open("w") as log:
+        proc = subprocess.Popen([SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary",
+                                 *interpreted.run_args()], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_until(lambda: _bronze_has_committed(warehouse, "bronze_killed") or proc.poll() is not None, 900,
+                       "bronze to start")
+            assert proc.poll() is None, "the run ended before it could be killed mid-run"
+            os.killpg(proc.pid, signal.SIGKILL)  # the whole group: sqlcdc, spark-pipelines, the Spark JVM
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=120)
+    assert "Run is COMPLETED" not in log_file.read_text()
+
+
+def _bronze_has_committed(wh: Path, table: str) -> bool:
+    log = wh / "tables" / table / "_delta_log"
+    if not log.is_dir():
+        return False
+    return any('"STREAMING UPDATE"' in p.read_text() for p in log.glob("*.json"))
+
+
+def table_rows(df, drop=()):
+    cols = [c for c in df.columns if c not in drop]
+    return sorted((tuple(r) for r in df.select(*cols).collect()), key=repr)
+
+
+def write_config(base: Path, dbz: Path, ces: Path, qlik: Path, qlik_late: Path, bootstrap: str) -> Path:
     (base / "tables").mkdir(parents=True)
     hostile_sources, hostile_tables = corpus.land(dbz.parent / "hostile")
     erp = shutil.copytree(ROOT / "samples" / "cdc_ct" / "orders", dbz.parent / "erp")  # the demo's export
@@ -65,8 +158,13 @@ def write_config(base: Path, dbz: Path, ces: Path, qlik: Path, qlik_late: Path) 
         f"  ces_src:\n    format: ces\n    landing: {ces}\n    options: {{serialization: json}}\n"
         f"  crm:\n    format: qlik\n    landing: {qlik}\n"
         f"  crm_late:\n    format: qlik\n    landing: {qlik_late}\n"
-        f"  erp:\n    format: cdc_ct\n    landing: {erp}\n" + hostile_sources
+        f"  erp:\n    format: cdc_ct\n    landing: {erp}\n" + hostile_sources + kafka_sources(bootstrap)
     )
+    for name, source, table, extra in (("customers_kafka", "stream", "dbo.customers", "keys: [id]\n" + DBZ_COLUMNS),
+                                       ("purchases_kafka", "ces_stream", "dbo.Purchases", "keys: [purchase_id]\n"),
+                                       ("crm_kafka", "qlik_stream", "dbo.customers", ""),  # columns and keys discovered
+                                       ("customers_killed", "killed", "dbo.customers", "keys: [id]\n" + DBZ_COLUMNS)):
+        (base / "tables" / f"{name}.yml").write_text(f"source: {source}\ntable: {table}\nname: {name}\n{extra}")
     shutil.copy(ROOT / "config" / "tables" / "orders.yml", base / "tables" / "orders.yml")  # the demo's
     for name, body in hostile_tables.items():
         (base / "tables" / name).write_text(body)
@@ -78,12 +176,13 @@ def write_config(base: Path, dbz: Path, ces: Path, qlik: Path, qlik_late: Path) 
     return base / "pipeline.yml"
 
 
-def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path):
+def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, broker, tmp_path):
     dbz_in, ces_in, qlik_in, late_in = (tmp_path / "landing" / n for n in ("dbz", "ces", "qlik", "qlik_late"))
     for d in (dbz_in, ces_in, qlik_in, late_in):
         d.mkdir(parents=True)
-    config = write_config(tmp_path / "config", dbz_in, ces_in, qlik_in, late_in)
+    config = write_config(tmp_path / "config", dbz_in, ces_in, qlik_in, late_in, broker.bootstrap)
     wh = tmp_path / "warehouse"
+    killed_scd1 = produce_all(spark, broker.bootstrap)  # every Kafka event, before any run
 
     # --- run 1: Debezium snapshot + changes; CES insert + update; Qlik metadata v1 + full load -----
     for name in ("000-snapshot.json", "001-changes.json"):
@@ -92,6 +191,10 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
     for name in ("01_metadata_v1.jsonl", "02_full_load.jsonl"):
         shutil.copy(QLIK / name, qlik_in / name)
     shutil.copy(QLIK / "02_full_load.jsonl", late_in / "02_full_load.jsonl")  # its metadata comes in run 2
+    # a run killed mid-way (its Kafka bronze committed, the rest wherever it was), then run 1
+    killed_run(config, wh, tmp_path / "killed-run.log")
+    partial = table(spark, wh, "bronze_killed").count()
+    assert 0 < partial < 660
     first = run(config, wh)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "Run is COMPLETED" in first.stdout
@@ -223,13 +326,45 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, tmp_path)
         n_quarantined = table(spark, wh, f"quarantine_{src}").count()
         assert (n_landed, n_silver + n_quarantined + skipped) == (landed_n, landed_n)
 
+    # Kafka: every event was produced before run 1, the files landed over two runs; same gold, and the
+    # balance holds for every source (tombstones are null Kafka values, skipped as blank lines are)
+    from sqlcdc.config import load_pipeline
+    from sqlcdc.summary import balances
+
+    got = {b.source: (b.landed, b.in_silver, b.quarantined, b.skipped, b.ok) for b in balances(spark, load_pipeline(config), wh)}
+    assert all(ok for *_, ok in got.values()), got
+    assert got["stream"] == got["inventory"] == (16, 12, 2, 2, True)
+    assert got["ces_stream"] == got["ces_src"] == (3, 3, 0, 0, True)
+    assert got["qlik_stream"] == got["crm"] == (12, 10, 0, 2, True)
+    assert got["killed"] == (660, 660, 0, 0, True)
+    via_kafka = table(spark, wh, "bronze_stream")
+    assert via_kafka.where(~F.col("source_file").startswith(f"kafka://{TOPICS['stream']}/0/")).count() == 0
+    lineage = ("bronze_record_id", "bronze_file", "bronze_ingest_time", "ingest_time", "table_name")
+    assert table_rows(table(spark, wh, "silver_customers"), lineage) == table_rows(table(spark, wh, "silver_customers_kafka"), lineage)
+    for files_t, kafka_t in (("customers", "customers_kafka"), ("purchases", "purchases_kafka"), ("crm_customers", "crm_kafka")):
+        for scd in ("scd1", "scd2"):
+            a, b = table(spark, wh, f"gold_{files_t}_{scd}"), table(spark, wh, f"gold_{kafka_t}_{scd}")
+            assert a.columns == b.columns, (files_t, scd)
+            assert table_rows(a, lineage) == table_rows(b, lineage), (files_t, scd)
+    # the killed topic: every offset once in bronze, every change once in silver, gold as expected
+    killed = table(spark, wh, "bronze_killed")
+    assert sorted(r.offset for r in killed.select("offset").collect()) == list(range(660))
+    killed_silver = table(spark, wh, "silver_customers_killed")
+    assert killed_silver.count() == 660 and killed_silver.select("change_id").distinct().count() == 660
+    assert dict(killed_silver.groupBy("op").count().collect()) == {"INSERT": 300, "UPDATE": 300, "DELETE": 60}
+    scd1 = {r.id: r.last_name for r in table(spark, wh, "gold_customers_killed_scd1").collect()}
+    assert scd1 == killed_scd1 and len(scd1) == 240
+    scd2 = table(spark, wh, "gold_customers_killed_scd2").collect()
+    assert len(scd2) == 2 * KILLED_KEYS  # v0 and v1 of every key
+    assert sum(1 for r in scd2 if r["__END_AT"] is None) == 240  # open versions: keys not deleted
+
     # Every gold table opens outside Spark: delta-rs (what pandas and Polars use) reads the same rows.
     import deltalake
 
     gold = sorted(p.name for p in (wh / "tables").iterdir()
                   if p.name.startswith("gold_") and "__" not in p.name and not p.name.startswith("gold_hostile_"))
     demo = {f"gold_{t}_scd{n}" for t in ("customers", "orders", "purchases", "crm_customers") for n in (1, 2)}
-    assert len(gold) == 10 and demo <= set(gold)  # the demo's eight, and the late Qlik source's two
+    assert len(gold) == 18 and demo <= set(gold)  # the demo's eight, the late Qlik source's two, Kafka's eight
     # the demo's change-table export: 21 records (update pairs are two), 14 changes, as `make run` shows
     assert (table(spark, wh, "bronze_erp").count(), table(spark, wh, "silver_orders").count(),
             table(spark, wh, "quarantine_erp").count()) == (21, 14, 0)

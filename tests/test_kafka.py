@@ -3,37 +3,29 @@
 * Options: what a ``kafka:`` / ``event_hubs:`` block becomes (no broker, no Spark), secrets redacted.
 * Broker tests on the shared SparkSession: bronze columns and lineage; at-least-once duplicates
   (same offset re-read, same event produced twice) do not change gold.
-* One real pipeline (``e2e``) of seven sources: its first ``sqlcdc run`` SIGKILLed once bronze has
-  started, then run again; after it the same Debezium, CES and Qlik events via files and via Kafka
-  give identical gold tables (CES/Qlik columns discovered from the topics), and the killed source
-  lost nothing and duplicated nothing.
+* The real pipeline runs with Kafka sources are in ``tests/test_e2e_pipeline.py``: each producer
+  via the broker gives the gold of its files, and a run SIGKILLed mid-way loses nothing.
 * Confluent-framed Avro values (no broker): the same silver as their JSON; bad values quarantined.
 
-The broker (``tests/kafka_broker.py``) is Kafka 4.1 in KRaft mode on 127.0.0.1, started once per
-test session and stopped after.
+The broker (``tests/kafka_broker.py``, fixture ``broker`` of ``tests/conftest.py``) is Kafka 4.1 in
+KRaft mode on 127.0.0.1, started once per test session and stopped after.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
-import interpreted
 from debezium_events import customer, event, line, lsn, sample_files
-from kafka_broker import KafkaBroker, wait_until
+from kafka_broker import dbz_value, produce
 from sqlcdc import gold, model, transport
 from sqlcdc.transport import kafka
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig, load_pipeline
 from sqlcdc.formats import debezium
 
-SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
 COLUMNS = [("id", "int32"), ("first_name", "string"), ("last_name", "string"), ("email", "string")]
 COLS = [debezium.spec_from_config({"name": n, "type": t}) for n, t in COLUMNS]
 
@@ -147,27 +139,6 @@ def test_config_with_kafka_and_event_hubs_sources_loads_and_refuses_literal_secr
 # --- a real broker, the shared SparkSession -------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def broker(tmp_path_factory):
-    with KafkaBroker(tmp_path_factory.mktemp("kafka-broker")) as b:
-        yield b
-
-
-def produce(spark, bootstrap: str, topic: str, values: list[str | None], keys: list[str | None] | None = None,
-            headers: list[list[tuple[str, str]]] | None = None) -> None:
-    """Write records in this order to ``topic`` (one partition) with Spark's Kafka sink."""
-    keys = keys or [None] * len(values)
-    headers = headers or [[] for _ in values]
-    rows = [(k, v, [(hk, hv.encode()) for hk, hv in h]) for k, v, h in zip(keys, values, headers)]
-    df = spark.createDataFrame(rows, "key string, value string, headers array<struct<key: string, value: binary>>")
-    df.coalesce(1).write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save()
-
-
-def dbz_value(doc_line: str) -> str | None:
-    """A landed line as the Kafka record value: a blank line is a tombstone (null value)."""
-    return None if doc_line.strip() == "" else doc_line
-
-
 def gold_rows(frame_of_changes):
     frame = model.apply_frame(frame_of_changes, [c.name for c in COLS], ["id"])
     base = dict(keys=["id"], sequence_by=model.SEQ_COL, apply_as_deletes=f"{model.OP_COL} = 'DELETE'",
@@ -229,174 +200,6 @@ def test_at_least_once_duplicates_do_not_change_gold(spark, broker):
         (1001, "sally", "thomas"), (1004, "anne", "kretchmar-lee"), (1005, "johnny", "doe"), (1012, "george", "bailey"),
     ]
     assert len(scd2) == 9
-
-
-# --- real `sqlcdc run` -----------------------------------------------------------------------------
-
-
-def sqlcdc_run(config: Path, warehouse: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary",
-                           *interpreted.run_args()],
-                          capture_output=True, text=True, timeout=2400)
-
-
-def delta(spark, warehouse: Path, name: str):
-    return spark.read.format("delta").load(str(warehouse / "tables" / name))
-
-
-def table_rows(df, drop=()):
-    cols = [c for c in df.columns if c not in drop]
-    return sorted((tuple(r) for r in df.select(*cols).collect()), key=repr)
-
-
-@pytest.mark.e2e
-def test_every_producer_via_kafka_gives_the_same_gold_as_via_files_even_after_a_kill_mid_run(spark, broker, tmp_path):
-    """The Debezium sample feed, the CES seed examples and the Qlik customers story, each produced to a
-    real broker and landed as files, in ONE pipeline (six sources, and a seventh: 660 Debezium events
-    read 110 per micro-batch). Its first `sqlcdc run` is SIGKILLed once that seventh source's bronze has
-    committed, then it runs again (each real run costs ~40 s of start-up, so one pipeline carries both
-    stories). After the rerun: identical gold per producer; CES and Qlik columns (and Qlik's keys)
-    discovered from the topics; the conservation balance holds for the Kafka sources too; and the
-    killed source lost nothing and duplicated nothing."""
-    files = sample_files()
-    dbz_dir, ces_dir, qlik_dir = (tmp_path / "landing" / n for n in ("dbz", "ces", "qlik"))
-    for d in (dbz_dir, ces_dir, qlik_dir):
-        d.mkdir(parents=True)
-    dbz_topic = "server1.dbo.customers.e2e"
-    for name, lines in files.items():
-        (dbz_dir / name).write_text("\n".join(lines) + "\n")
-        produce(spark, broker.bootstrap, dbz_topic, [dbz_value(v) for v in lines])
-    ces_lines, qlik_lines = _fixture_lines()
-    produce(spark, broker.bootstrap, "ces.purchases", ces_lines)
-    produce(spark, broker.bootstrap, "qlik.customers", qlik_lines)
-    n_keys = 300
-    values, expected = many_events(n_keys)  # 660 events: 300 creates, 300 updates, 60 deletes
-    assert len(values) == 660
-    kill_topic = "server1.dbo.customers.kill"
-    produce(spark, broker.bootstrap, kill_topic, values)
-    (ces_dir / "events.json").write_text("\n".join(ces_lines) + "\n")
-    (qlik_dir / "all.jsonl").write_text("\n".join(qlik_lines) + "\n")
-
-    def stream(topic: str) -> str:
-        return f"    kafka:\n      bootstrap_servers: {broker.bootstrap}\n      topic: {topic}\n"
-
-    ces_opts = "    options: {serialization: json}\n"
-    base = tmp_path / "config"
-    (base / "tables").mkdir(parents=True)
-    (base / "pipeline.yml").write_text(
-        "name: kafka_e2e\nsources:\n"
-        f"  files:\n    format: debezium\n    landing: {dbz_dir}\n"
-        f"  stream:\n    format: debezium\n{stream(dbz_topic)}"
-        f"  ces_files:\n    format: ces\n    landing: {ces_dir}\n{ces_opts}"
-        f"  qlik_files:\n    format: qlik\n    landing: {qlik_dir}\n"
-        f"  ces_stream:\n    format: ces\n{ces_opts}{stream('ces.purchases')}"
-        f"  qlik_stream:\n    format: qlik\n{stream('qlik.customers')}"
-        f"  killed:\n    format: debezium\n{stream(kill_topic)}"
-        "      options: {maxOffsetsPerTrigger: 110}\n"  # 6 micro-batches: room to be killed mid-way
-    )
-    cols = "columns:\n" + "".join(f"  - {{name: {n}, type: {t}}}\n" for n, t in COLUMNS)  # Debezium on Kafka needs them
-    for name, source, table, extra in (("customers_files", "files", "dbo.customers", "keys: [id]\n" + cols),
-                                       ("customers_kafka", "stream", "dbo.customers", "keys: [id]\n" + cols),
-                                       ("purchases_files", "ces_files", "dbo.Purchases", "keys: [purchase_id]\n"),
-                                       ("purchases_kafka", "ces_stream", "dbo.Purchases", "keys: [purchase_id]\n"),
-                                       ("crm_files", "qlik_files", "dbo.customers", ""),
-                                       ("crm_kafka", "qlik_stream", "dbo.customers", ""),
-                                       ("customers_killed", "killed", "dbo.customers", "keys: [id]\n" + cols)):
-        (base / "tables" / f"{name}.yml").write_text(f"source: {source}\ntable: {table}\nname: {name}\n{extra}")
-    config = base / "pipeline.yml"
-    wh = tmp_path / "warehouse"
-    log = (tmp_path / "first-run.log").open("w")
-    first = subprocess.Popen([SQLCDC, "run", "--config", str(config), "--warehouse", str(wh), "--no-summary",
-                              *interpreted.run_args()],
-                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_until(lambda: _bronze_has_committed(wh, "bronze_killed") or first.poll() is not None, 900, "bronze to start")
-        assert first.poll() is None, "the first run ended before it could be killed mid-run"
-        os.killpg(first.pid, signal.SIGKILL)  # the whole group: sqlcdc, spark-pipelines, the Spark JVM
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(timeout=120)
-        log.close()
-    assert "Run is COMPLETED" not in (tmp_path / "first-run.log").read_text()
-    partial = delta(spark, wh, "bronze_killed").count()
-    assert 0 < partial < len(values)
-
-    res = sqlcdc_run(config, wh)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-
-    # Debezium
-    via_files, via_kafka = delta(spark, wh, "bronze_files"), delta(spark, wh, "bronze_stream")
-    assert via_kafka.count() == via_files.count() == 16
-    assert via_kafka.where(~F.col("source_file").startswith(f"kafka://{dbz_topic}/0/")).count() == 0
-    for scd in ("scd1", "scd2"):
-        a = delta(spark, wh, f"gold_customers_files_{scd}")
-        b = delta(spark, wh, f"gold_customers_kafka_{scd}")
-        assert a.columns == b.columns
-        assert table_rows(a) == table_rows(b)
-    assert sorted((r.id, r.first_name) for r in delta(spark, wh, "gold_customers_kafka_scd1").collect()) == [
-        (1001, "sally"), (1004, "anne"), (1005, "johnny"), (1012, "george"),
-    ]
-    # silver: the same changes, only the lineage differs (file line vs topic/partition/offset)
-    lineage = ("bronze_record_id", "bronze_file", "bronze_ingest_time", "ingest_time", "table_name")
-    sa = table_rows(delta(spark, wh, "silver_customers_files"), drop=lineage)
-    sb = table_rows(delta(spark, wh, "silver_customers_kafka"), drop=lineage)
-    assert sa == sb and len(sa) == 12
-    # conservation holds for the Kafka source too: landed = silver + quarantine + skipped (tombstones)
-    from sqlcdc.summary import balances
-
-    got = {b.source: (b.landed, b.in_silver, b.quarantined, b.skipped, b.ok) for b in balances(spark, load_pipeline(config), wh)}
-    assert got["stream"] == got["files"] == (16, 12, 2, 2, True)
-
-    # CES and Qlik
-    assert delta(spark, wh, "bronze_ces_stream").count() == 3
-    assert delta(spark, wh, "bronze_qlik_stream").count() == 12
-    lineage = ("bronze_record_id", "bronze_file", "bronze_ingest_time")
-    for files_t, stream_t in (("purchases_files", "purchases_kafka"), ("crm_files", "crm_kafka")):
-        for scd in ("scd1", "scd2"):
-            a, b = delta(spark, wh, f"gold_{files_t}_{scd}"), delta(spark, wh, f"gold_{stream_t}_{scd}")
-            assert a.columns == b.columns
-            assert table_rows(a, lineage) == table_rows(b, lineage), (files_t, scd)
-    assert delta(spark, wh, "gold_purchases_kafka_scd2").count() == 2  # seed insert and update, closed by the delete
-    assert delta(spark, wh, "gold_crm_kafka_scd1").count() == 4  # tests/test_qlik.py's story
-    assert got["ces_stream"] == got["ces_files"] == (3, 3, 0, 0, True)
-    assert got["qlik_stream"] == got["qlik_files"] == (12, 10, 0, 2, True)
-
-    # the killed source: every offset once in bronze, every change once in silver, gold as expected
-    bronze = delta(spark, wh, "bronze_killed")
-    assert sorted(r.offset for r in bronze.select("offset").collect()) == list(range(len(values)))
-    silver = delta(spark, wh, "silver_customers_killed")
-    assert silver.count() == len(values) and silver.select("change_id").distinct().count() == len(values)
-    assert dict(silver.groupBy("op").count().collect()) == {"INSERT": 300, "UPDATE": 300, "DELETE": 60}
-    # The gold tables the rerun wrote (gold is applied after the pipeline, from silver's new changes).
-    scd1 = {r.id: r.last_name for r in delta(spark, wh, "gold_customers_killed_scd1").collect()}
-    assert scd1 == expected and len(scd1) == 240
-    scd2 = delta(spark, wh, "gold_customers_killed_scd2").collect()
-    assert len(scd2) == 2 * n_keys  # v0 and v1 of every key
-    assert sum(1 for r in scd2 if r["__END_AT"] is None) == 240  # open versions: keys not deleted
-    assert got["killed"] == (660, 660, 0, 0, True)
-
-
-def many_events(n_keys: int) -> tuple[list[str], dict[int, str]]:
-    """Per key k: create (v0), update (v1); every 5th key is then deleted. Returns (values, expected SCD1)."""
-    out, expected = [], {}
-    for k in range(1, n_keys + 1):
-        c0, c1 = customer(k, f"n{k}", "v0"), customer(k, f"n{k}", "v1")
-        out.append(line(event("c", after=c0, commit_lsn=lsn(0x100 + k, 1, 1), change_lsn=lsn(0x100 + k, 1, 1))))
-        out.append(line(event("u", before=c0, after=c1, commit_lsn=lsn(0x100 + k, 2, 1), change_lsn=lsn(0x100 + k, 2, 1),
-                              serial=2)))
-        if k % 5 == 0:
-            out.append(line(event("d", before=c1, commit_lsn=lsn(0x100 + k, 3, 1), change_lsn=lsn(0x100 + k, 3, 1))))
-        else:
-            expected[k] = "v1"
-    return out, expected
-
-
-def _bronze_has_committed(wh: Path, table: str) -> bool:
-    log = wh / "tables" / table / "_delta_log"
-    if not log.is_dir():
-        return False
-    return any('"STREAMING UPDATE"' in p.read_text() for p in log.glob("*.json"))
 
 
 # --- Avro in the Confluent wire format -------------------------------------------------------------
@@ -565,16 +368,6 @@ def test_confluent_avro_decimals_reach_silver_with_every_digit(spark):
 
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-
-def _fixture_lines() -> tuple[list[str], list[str]]:
-    """(CES seed examples as JSON lines, the Qlik customers scenario's lines), in landing order."""
-    def ces(name):
-        return " ".join(line.strip() for line in (FIXTURES / "ces" / f"seed_{name}.json").read_text().splitlines())
-
-    qlik_dir = FIXTURES / "qlik" / "customers"
-    qlik = [line for f in sorted(qlik_dir.glob("*.jsonl")) for line in f.read_text().splitlines() if line.strip()]
-    return [ces("insert"), ces("update"), ces("delete")], qlik
 
 
 _QLIK_ROW = {"type": "record", "name": "Row", "namespace": "dbo.customers", "fields": [
