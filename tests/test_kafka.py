@@ -367,6 +367,68 @@ def test_confluent_avro_decimals_reach_silver_with_every_digit(spark):
     assert got == {i: Decimal(r) for i, r in enumerate(rates)}
 
 
+def test_confluent_avro_strings_that_are_not_utf8_are_named_wherever_they_sit(spark):
+    """Spark's ``from_avro`` reads any bytes as an Avro string and ``to_json`` writes the ones that are
+    not UTF-8 as U+FFFD: a value changed without a trace. Strings sit in records at any depth, in
+    arrays, map keys and values and union branches; each is checked (only top-level record fields
+    four deep were before 2026-12-06). Avro writes ``bytes`` and ``string`` alike, and a map like an
+    array of key/value records, so a writer schema with ``bytes`` in the place lands the bad bytes."""
+    from sqlcdc.formats._schema_check import UNDECODABLE
+
+    def deep(leaf):
+        return {"type": "record", "name": "A", "fields": [{"name": "b", "type": {"type": "record", "name": "B", "fields": [
+            {"name": "c", "type": {"type": "record", "name": "C", "fields": [
+                {"name": "d", "type": {"type": "record", "name": "D", "fields": [{"name": "e", "type": leaf}]}}]}}]}}]}
+
+    def schema(tags="string", attr_key="string", attr_value="string", choice="string", leaf="string", label="string"):
+        attrs = ({"type": "map", "values": attr_value} if attr_key == "string" else  # a map is written as its pairs
+                 {"type": "array", "items": {"type": "record", "name": "Pair", "fields": [
+                     {"name": "k", "type": attr_key}, {"name": "v", "type": attr_value}]}})
+        return {"type": "record", "name": "Value", "namespace": "server1.dbo.things", "fields": [
+            {"name": "id", "type": "int"},
+            {"name": "tags", "type": {"type": "array", "items": tags}},
+            {"name": "attrs", "type": attrs},
+            {"name": "choice", "type": ["null", choice, "int"]},
+            {"name": "deep", "type": deep(leaf)},
+            {"name": "items", "type": {"type": "array", "items": {"type": "record", "name": "Item", "fields": [
+                {"name": "label", "type": ["null", label]}]}}},
+            {"name": "counts", "type": ["null", "int", "long"]}]}
+
+    good = {"id": 1, "tags": ["Zoë", "🚀"], "attrs": {"ключ": "значение"}, "choice": "ü", "deep": {"b": {"c": {"d": {"e": "ok"}}}},
+            "items": [{"label": "a"}, {"label": None}], "counts": 3}
+    bad = b"Ren\xe9e"
+
+    def record(**kw):
+        doc = json.loads(json.dumps(good))
+        for path, value in kw.items():
+            node = doc
+            *head, last = path.split(".")
+            for p in head:
+                node = node[int(p)] if isinstance(node, list) else node[p]
+            node[int(last) if isinstance(node, list) else last] = value
+        return doc
+
+    cases = {  # expected field path -> (writer schema, record)
+        "tags[]": (schema(tags="bytes"), record(tags=[b"ok", bad])),
+        "attrs{}": (schema(attr_key="string", attr_value="bytes"), {**record(), "attrs": {"k": bad}}),
+        "attrs{key}": (schema(attr_key="bytes"), {**record(), "attrs": [{"k": bad, "v": "v"}]}),
+        "choice": (schema(choice="bytes"), {**record(), "choice": bad}),
+        "deep.b.c.d.e": (schema(leaf="bytes"), record(**{"deep.b.c.d.e": bad})),
+        "items[]": (schema(label="bytes"), {**record(), "items": [{"label": b"x"}, {"label": bad}]}),
+    }
+    reader = schema()
+    values = [(1, _confluent(5, reader, good))] + [(i + 2, _confluent(5, w, r)) for i, (w, r) in enumerate(cases.values())]
+    rows = spark.createDataFrame(values, "n int, value binary")
+    got = dict(rows.select("n", kafka.confluent_avro_json(F.col("value"), {5: json.dumps(reader)}).alias("t")).collect())
+
+    rendered = json.loads(got[1])
+    # to_json leaves NULL fields out; a union of two types is Spark's struct of its branches
+    assert rendered == {**good, "choice": {"member0": "ü"}, "items": [{"label": "a"}, {}]}, got[1]
+    for n, field in enumerate(cases, start=2):
+        assert got[n].startswith(UNDECODABLE), (field, got[n])
+        assert f"field {field} of schema id 5 holds bytes that are not UTF-8 text" in got[n], (field, got[n])
+
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 

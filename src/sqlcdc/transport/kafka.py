@@ -54,6 +54,7 @@ from pyspark.sql import functions as F
 from sqlcdc import runtime
 from sqlcdc.config import ConfigError, SourceConfig
 from sqlcdc.formats.base import record_id
+from sqlcdc.transport._avro_json import confluent_avro_json  # noqa: F401  (public here)
 
 #: Bronze columns of a Kafka source, in order: the shared four, then Kafka's own.
 BRONZE_KAFKA_COLUMNS = (
@@ -390,70 +391,3 @@ def registry_schemas(url: str, topic_ok: Callable[[str], bool], *, fetch: Callab
             if doc.get("schemaType", "AVRO") == "AVRO":
                 out[int(doc["id"])] = doc["schema"]
     return out
-
-
-def _leaf_fields(schema: Any, kind: str, path: tuple[str, ...] = (), named: dict[str, Any] | None = None
-                 ) -> list[tuple[str, ...]]:
-    """Paths of the fields of Avro primitive type ``kind`` (``string``, ``bytes``) in a record schema,
-    through ``[null, T]`` unions and records named once and used by name (Debezium's
-    ``after: ["null", "Value"]``); four records deep at most (the envelopes' depth)."""
-    named = {} if named is None else named
-    if isinstance(schema, str):
-        schema = named.get(schema, named.get(schema.rsplit(".", 1)[-1], schema))
-    if isinstance(schema, list):
-        branches = [b for b in schema if b != "null"]
-        return _leaf_fields(branches[0], kind, path, named) if len(branches) == 1 else []
-    if schema == kind or isinstance(schema, dict) and schema.get("type") == kind:
-        return [path]
-    out: list[tuple[str, ...]] = []
-    if isinstance(schema, dict) and schema.get("type") == "record" and len(path) < 4:
-        named[schema["name"]] = named[f"{schema.get('namespace', '')}.{schema['name']}"] = schema
-        for f in schema.get("fields", []):
-            out += _leaf_fields(f.get("type"), kind, path + (f["name"],), named)
-    return out
-
-
-def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
-    """Confluent-framed Avro (byte 0, 4-byte big-endian schema id, Avro binary) -> the record as JSON text.
-
-    The JSON has the shape of the producer's JSON messages (Debezium payload-only envelopes; Qlik
-    ``data``/``beforeData``/``headers`` with hex masks), so the decoders read it as they read JSON.
-    A value that is not in that framing, names an unknown schema id, or does not decode becomes a
-    non-JSON text carrying the reason and the bytes (base64): the decoder quarantines it, nothing
-    is dropped; so does one with a string field that is not UTF-8 (rendered, it would be U+FFFD).
-    A null value (tombstone) stays null.
-    """
-    from pyspark.sql.avro.functions import from_avro
-
-    magic_ok = (F.length(value) >= 5) & (F.hex(F.substring(value, 1, 1)) == "00")
-    schema_id = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("bigint")
-    body = F.substring(value, 6, 1 << 30)
-    text = not_utf8 = F.lit(None).cast("string")
-    for sid, schema in sorted(schemas.items()):
-        decoded = from_avro(body, schema, {"mode": "PERMISSIVE"})
-        # to_json writes a string's bytes that are not UTF-8 as U+FFFD: the first such field is named
-        bad = F.coalesce(*[F.when(~F.is_valid_utf8(_get_path(decoded, p)), F.lit(".".join(p)))
-                           for p in _leaf_fields(json.loads(schema), "string")], F.lit(None).cast("string"))
-        for path in (p for p in _leaf_fields(json.loads(schema), "bytes") if p[-1].endswith("Mask")):  # Qlik's masks as hex
-            decoded = decoded.withField(".".join(path), F.hex(_get_path(decoded, path)))
-        rendered = F.to_json(decoded)  # PERMISSIVE: a body that does not decode gives a struct of nulls
-        text = F.when(schema_id == F.lit(sid), F.when(rendered != F.lit("{}"), rendered)).otherwise(text)
-        not_utf8 = F.when(schema_id == F.lit(sid), bad).otherwise(not_utf8)
-    reason = (
-        F.when(~magic_ok, F.lit("not in the Confluent wire format (magic byte 0 + 4-byte schema id)"))
-        .when(text.isNull() & ~schema_id.isin(*[F.lit(i) for i in schemas] or [F.lit(-1)]),
-              F.format_string("unknown schema id %d", schema_id))
-        .when(text.isNull(), F.format_string("does not decode with schema id %d", schema_id))
-        .when(not_utf8.isNotNull(), F.format_string("field %s of schema id %d holds bytes that are not UTF-8 text",
-                                                    not_utf8, schema_id))
-    )
-    from sqlcdc.formats._schema_check import UNDECODABLE
-
-    undecodable = F.format_string(UNDECODABLE + "Confluent Avro (%s): %s", reason, F.base64(value))
-    return F.when(value.isNull(), F.lit(None).cast("string")).when(reason.isNotNull(), undecodable).otherwise(text)
-
-
-def _get_path(col: Column, path: tuple[str, ...]) -> Column:
-    for p in path:
-        col = col.getField(p)
-    return col
