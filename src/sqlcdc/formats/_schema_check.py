@@ -372,6 +372,32 @@ def describe(errors: Iterable[Any]) -> str:
 
 
 @lru_cache(maxsize=None)
+def not_json(text: str | None, *, limit: int = 2000) -> str | None:
+    """Why ``text`` is not one JSON document, as :func:`loads` says it (``None`` when it is one).
+
+    >>> not_json('{"a": "tab\there"}')
+    'not JSON: Invalid control character at: line 1 column 11 (char 10)'
+    """
+    if text is None:
+        return None
+    try:
+        loads(text)
+    except ValueError as e:
+        return f"not JSON: {e}"[:limit]
+    return None
+
+
+def not_json_udf():
+    """A vectorized (Arrow) UDF ``text -> why it is not JSON`` (:func:`not_json`): apply it only to
+    the rows Spark's parser refused (pass NULL for the others)."""
+
+    @F.pandas_udf(StringType())
+    def _not_json(texts: pd.Series) -> pd.Series:
+        return texts.map(lambda t: not_json(t) if isinstance(t, str) else None)
+
+    return _not_json
+
+
 def explain_udf(schema_file: str):
     """A vectorized (Arrow) UDF ``text -> message`` for ``schemas/<schema_file>``. Apply it only
     to rows :func:`violations` flagged: it is ~10x slower than the predicates."""

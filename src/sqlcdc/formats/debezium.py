@@ -61,6 +61,7 @@ from pyspark.sql import functions as F
 from sqlcdc import dlt_meta, frames, lsn, model
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_fast, _debezium_tx
+from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats._debezium_events import OPS, SOURCE_FIELDS, changed_columns, claims, epoch_millis, matches, op_name
 from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
 from sqlcdc.formats._sqlserver import means_sql_server_type, spec_for_sql_type
@@ -268,8 +269,12 @@ def unrouted_parsed(parsed: DataFrame, source: SourceConfig, tables: Iterable[Ta
     parsed = parsed.where(~is_skipped())
     claiming = claimants(claims, tables)
     names = ", ".join(t.qualified for t in tables) or "none"
+    error = F.col("_envelope_error")
+    # why it does not parse, from Python for the rows Spark's parser refused only (else the general words)
+    said = sc.not_json_udf()(F.when(error == F.lit(NOT_JSON), F.col("value")))
     reason = F.coalesce(
-        F.col("_envelope_error"),
+        F.when(error == F.lit(NOT_JSON), F.coalesce(said, error)),
+        error,
         F.when(F.size(claiming) > 1, F.format_string(
             "more than one onboarded table could take this event (%s): its source names table %s but no schema",
             F.array_join(claiming, ", "), F.col("_payload.source.table"))),
