@@ -367,6 +367,18 @@ def test_confluent_avro_decimals_reach_silver_with_every_digit(spark):
     assert got == {i: Decimal(r) for i, r in enumerate(rates)}
 
 
+def test_a_value_beginning_with_a_byte_order_mark_decodes_as_the_same_value_without(spark):
+    """A producer writing UTF-8 with a BOM (U+FEFF, which RFC 8259 lets a reader ignore): a landed
+    file's lines drop it, so does a Kafka value (it was quarantined as "not a JSON object")."""
+    ev = line(event("c", after=customer(7, "ann", "lee"), commit_lsn=lsn(0x27, 0x100, 1), change_lsn=lsn(0x27, 0x100, 1),
+                    with_schema=False)).encode()
+    table = TableConfig(name="customers", source=kafka_source(), schema="dbo", table="customers", keys=("id",))
+    bronze = kafka.bronze_frame(_kafka_rows(spark, [b"\xef\xbb\xbf" + ev]))
+    decoded = debezium.decode(bronze, table, COLS)
+    assert [(r.op, r.key.id) for r in decoded.changes.collect()] == [("INSERT", 7)]
+    assert decoded.quarantine.count() == 0 and debezium.unrouted(bronze, table.source, [table]).count() == 0
+
+
 def test_confluent_avro_strings_that_are_not_utf8_are_named_wherever_they_sit(spark):
     """Spark's ``from_avro`` reads any bytes as an Avro string and ``to_json`` writes the ones that are
     not UTF-8 as U+FFFD: a value changed without a trace. Strings sit in records at any depth, in

@@ -53,7 +53,7 @@ from pyspark.sql import functions as F
 
 from sqlcdc import runtime
 from sqlcdc.config import ConfigError, SourceConfig
-from sqlcdc.formats.base import record_id
+from sqlcdc.formats.base import record_id, without_bom
 from sqlcdc.transport._avro_json import confluent_avro_json  # noqa: F401  (public here)
 
 #: Bronze columns of a Kafka source, in order: the shared four, then Kafka's own.
@@ -290,11 +290,12 @@ def _event_hubs_options(source: SourceConfig, eh: Mapping[str, Any], env, scopes
 def bronze_frame(raw: DataFrame, value: Column | None = None) -> DataFrame:
     """Spark's Kafka rows (``key, value, topic, partition, offset, timestamp, headers``) -> bronze rows.
 
-    ``value``: the value as text (default: the record value cast to string).
+    ``value``: the value as text (default: the record value cast to string, without a leading UTF-8
+    byte order mark, as a landed file's lines are read: :func:`sqlcdc.formats.base.without_bom`).
     """
     return raw.select(
         record_id(F.col("topic"), F.col("partition"), F.col("offset")).alias("record_id"),
-        (F.col("value").cast("string") if value is None else value).alias("value"),
+        (without_bom(F.col("value").cast("string")) if value is None else value).alias("value"),
         F.format_string("kafka://%s/%d/%d", F.col("topic"), F.col("partition"), F.col("offset")).alias("source_file"),
         F.current_timestamp().alias("ingest_time"),
         F.col("key").cast("string").alias("key"),
