@@ -371,7 +371,6 @@ def describe(errors: Iterable[Any]) -> str:
     return "; ".join(parts)
 
 
-@lru_cache(maxsize=None)
 def not_json(text: str | None, *, limit: int = 2000) -> str | None:
     """Why ``text`` is not one JSON document, as :func:`loads` says it (``None`` when it is one).
 
@@ -398,6 +397,7 @@ def not_json_udf():
     return _not_json
 
 
+@lru_cache(maxsize=None)
 def explain_udf(schema_file: str):
     """A vectorized (Arrow) UDF ``text -> message`` for ``schemas/<schema_file>``. Apply it only
     to rows :func:`violations` flagged: it is ~10x slower than the predicates."""
