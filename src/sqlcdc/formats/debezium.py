@@ -271,9 +271,9 @@ def unrouted_parsed(parsed: DataFrame, source: SourceConfig, tables: Iterable[Ta
     names = ", ".join(t.qualified for t in tables) or "none"
     error = F.col("_envelope_error")
     # why it does not parse, from Python for the rows Spark's parser refused only (else the general words)
-    said = sc.not_json_udf()(F.when(error == F.lit(NOT_JSON), F.col("value")))
+    said = sc.not_json_udf()(F.when(error == F.lit(NOT_JSON), F.col("value")))  # NULL for any other row
     reason = F.coalesce(
-        F.when(error == F.lit(NOT_JSON), F.coalesce(said, error)),
+        said,
         error,
         F.when(F.size(claiming) > 1, F.format_string(
             "more than one onboarded table could take this event (%s): its source names table %s but no schema",

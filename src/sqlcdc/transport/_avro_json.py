@@ -134,10 +134,10 @@ def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
     body = F.substring(value, 6, 1 << 30)
     text = not_utf8 = F.lit(None).cast("string")
     for sid, schema in sorted(schemas.items()):
-        decoded = from_avro(body, schema, {"mode": "PERMISSIVE"})
+        decoded, parsed = from_avro(body, schema, {"mode": "PERMISSIVE"}), json.loads(schema)
         # to_json writes a string's bytes that are not UTF-8 as U+FFFD: the first such field is named
-        bad = not_utf8_field(decoded, json.loads(schema))
-        for path in (p for p in _leaf_fields(json.loads(schema), "bytes") if p[-1].endswith("Mask")):  # Qlik's masks as hex
+        bad = not_utf8_field(decoded, parsed)
+        for path in (p for p in _leaf_fields(parsed, "bytes") if p[-1].endswith("Mask")):  # Qlik's masks as hex
             decoded = decoded.withField(".".join(path), F.hex(_get_path(decoded, path)))
         rendered = F.to_json(decoded)  # PERMISSIVE: a body that does not decode gives a struct of nulls
         text = F.when(schema_id == F.lit(sid), F.when(rendered != F.lit("{}"), rendered)).otherwise(text)
