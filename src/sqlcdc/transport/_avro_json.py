@@ -11,7 +11,7 @@ bytes is quarantined with the field named.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -27,61 +27,75 @@ def _type_name(schema: Any) -> Any:
     return schema.get("type") if isinstance(schema, dict) else schema
 
 
-def _string_checks(schema: Any, col: Column, label: str, named: dict[str, Any],
-                   expanding: frozenset[str]) -> list[tuple[str, Column]]:
-    """``(label, bytes are not UTF-8)`` for every string ``col`` (read with ``schema``) can hold."""
+class _Leaf(NamedTuple):
+    label: str  #: its path: ``after.name``, ``tags[]`` (an item), ``attrs{}`` / ``attrs{key}`` (a map's values / keys)
+    test: Column  #: the leaf's test (for items of an array or map: some item's)
+    plain: bool  #: reached through record fields and ``[null, T]`` unions only, so ``label`` is a ``withField`` path
+
+
+def _leaves(schema: Any, kind: str, test: Callable[[Column], Column], col: Column, label: str,
+            named: dict[str, Any], expanding: frozenset[str], plain: bool = True) -> list[_Leaf]:
+    """``test`` of every value of Avro primitive type ``kind`` that ``col`` (read with ``schema``)
+    can hold: fields of records at any depth (records named once and used by name, as Debezium's
+    ``after: ["null", "Value"]``), branches of unions (Spark's ``member<i>``), items of arrays,
+    keys (``string`` only) and values of maps."""
     if isinstance(schema, str) and schema not in _PRIMITIVES:
         name = schema if schema in named else schema.rsplit(".", 1)[-1]
         if name not in named or name in expanding:  # unknown, or a recursive type: Spark refuses those
             return []
-        return _string_checks(named[name], col, label, named, expanding | {name})
+        return _leaves(named[name], kind, test, col, label, named, expanding | {name}, plain)
     if isinstance(schema, list):
         branches = [b for b in schema if b != "null"]
         if len(branches) == 1:
-            return _string_checks(branches[0], col, label, named, expanding)
+            return _leaves(branches[0], kind, test, col, label, named, expanding, plain)
         kinds = frozenset(_type_name(b) for b in branches)
         if any(kinds <= w for w in _WIDENED):
             return []
-        out: list[tuple[str, Column]] = []
+        out: list[_Leaf] = []
         for i, branch in enumerate(branches):  # Spark's struct of the non-null branches, in order
-            out += _string_checks(branch, col.getField(f"member{i}"), label, named, expanding)
+            out += _leaves(branch, kind, test, col.getField(f"member{i}"), label, named, expanding, False)
         return out
-    kind = _type_name(schema)
-    if kind == "string":
-        return [(label, F.coalesce(~F.is_valid_utf8(col), F.lit(False)))]
+    name = _type_name(schema)
+    if name == kind:
+        return [_Leaf(label, test(col), plain)]
     if not isinstance(schema, dict):
         return []
-    if kind in ("record", "error", "enum", "fixed") and "name" in schema:
+    if name in ("record", "error", "enum", "fixed") and "name" in schema:
         full = f"{schema['namespace']}.{schema['name']}" if schema.get("namespace") else schema["name"]
         named[full] = named[str(schema["name"]).rsplit(".", 1)[-1]] = schema
-    if kind in ("record", "error"):
+    if name in ("record", "error"):
         out = []
         for f in schema.get("fields", []):
-            out += _string_checks(f.get("type"), col.getField(f["name"]), f"{label}.{f['name']}".lstrip("."), named, expanding)
+            out += _leaves(f.get("type"), kind, test, col.getField(f["name"]), f"{label}.{f['name']}".lstrip("."),
+                           named, expanding, plain)
         return out
-    if kind == "array":
-        return _any_item(schema.get("items"), col, f"{label}[]", named, expanding)
-    if kind == "map":
-        keys = [(f"{label}{{key}}", F.exists(F.map_keys(col), lambda k: F.coalesce(~F.is_valid_utf8(k), F.lit(False))))]
-        return keys + _any_item(schema.get("values"), F.map_values(col), f"{label}{{}}", named, expanding)
+    if name == "array":
+        return _any_item(schema.get("items"), kind, test, col, f"{label}[]", named, expanding)
+    if name == "map":
+        keys = [_Leaf(f"{label}{{key}}", F.exists(F.map_keys(col), test), False)] if kind == "string" else []
+        return keys + _any_item(schema.get("values"), kind, test, F.map_values(col), f"{label}{{}}", named, expanding)
     return []
 
 
-def _any_item(items: Any, array: Column, label: str, named: dict[str, Any],
-              expanding: frozenset[str]) -> list[tuple[str, Column]]:
-    """One check: some item of ``array`` (read with ``items``) holds a string that is not UTF-8."""
+def _any_item(items: Any, kind: str, test: Callable[[Column], Column], array: Column, label: str,
+              named: dict[str, Any], expanding: frozenset[str]) -> list[_Leaf]:
+    """One leaf: some item of ``array`` (read with ``items``) holds a value ``test`` is true of."""
     found: list[bool] = []
 
-    def bad(x: Column) -> Column:  # called once, as the lambda is built
-        checks = [c for _, c in _string_checks(items, x, label, named, expanding)]
-        found.append(bool(checks))
+    def some(x: Column) -> Column:  # called once, as the lambda is built
+        tests = [leaf.test for leaf in _leaves(items, kind, test, x, label, named, expanding, False)]
+        found.append(bool(tests))
         out = F.lit(False)
-        for c in checks:
-            out = out | c
+        for t in tests:
+            out = out | t
         return out
 
-    test = F.coalesce(F.exists(array, bad), F.lit(False))
-    return [(label, test)] if any(found) else []
+    check = F.coalesce(F.exists(array, some), F.lit(False))
+    return [_Leaf(label, check, False)] if any(found) else []
+
+
+def _not_utf8(col: Column) -> Column:
+    return F.coalesce(~F.is_valid_utf8(col), F.lit(False))
 
 
 def not_utf8_field(decoded: Column, schema: Any) -> Column:
@@ -92,29 +106,16 @@ def not_utf8_field(decoded: Column, schema: Any) -> Column:
     >>> not_utf8_field(F.col("r"), {"type": "record", "name": "R", "fields": [
     ...     {"name": "tags", "type": {"type": "array", "items": "string"}}]})  # doctest: +SKIP
     """
-    checks = _string_checks(schema, decoded, "", {}, frozenset())
-    return F.coalesce(*[F.when(bad, F.lit(label or "(the value)")) for label, bad in checks], F.lit(None).cast("string"))
+    checks = _leaves(schema, "string", _not_utf8, decoded, "", {}, frozenset())
+    return F.coalesce(*[F.when(leaf.test, F.lit(leaf.label or "(the value)")) for leaf in checks],
+                      F.lit(None).cast("string"))
 
 
-def _leaf_fields(schema: Any, kind: str, path: tuple[str, ...] = (), named: dict[str, Any] | None = None
-                 ) -> list[tuple[str, ...]]:
-    """Paths of the fields of Avro primitive type ``kind`` (here ``bytes``: Qlik's masks) in a record schema,
-    through ``[null, T]`` unions and records named once and used by name (Debezium's
-    ``after: ["null", "Value"]``); four records deep at most (the envelopes' depth)."""
-    named = {} if named is None else named
-    if isinstance(schema, str):
-        schema = named.get(schema, named.get(schema.rsplit(".", 1)[-1], schema))
-    if isinstance(schema, list):
-        branches = [b for b in schema if b != "null"]
-        return _leaf_fields(branches[0], kind, path, named) if len(branches) == 1 else []
-    if schema == kind or isinstance(schema, dict) and schema.get("type") == kind:
-        return [path]
-    out: list[tuple[str, ...]] = []
-    if isinstance(schema, dict) and schema.get("type") == "record" and len(path) < 4:
-        named[schema["name"]] = named[f"{schema.get('namespace', '')}.{schema['name']}"] = schema
-        for f in schema.get("fields", []):
-            out += _leaf_fields(f.get("type"), kind, path + (f["name"],), named)
-    return out
+def _mask_paths(decoded: Column, schema: Any) -> list[str]:
+    """``withField`` paths of the ``bytes`` fields named ``...Mask`` (Qlik's update masks), which the
+    rendered JSON writes as hex, as Qlik's JSON messages do."""
+    leaves = _leaves(schema, "bytes", lambda c: c, decoded, "", {}, frozenset())
+    return [leaf.label for leaf in leaves if leaf.plain and leaf.label.endswith("Mask")]
 
 
 def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
@@ -137,8 +138,8 @@ def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
         decoded, parsed = from_avro(body, schema, {"mode": "PERMISSIVE"}), json.loads(schema)
         # to_json writes a string's bytes that are not UTF-8 as U+FFFD: the first such field is named
         bad = not_utf8_field(decoded, parsed)
-        for path in (p for p in _leaf_fields(parsed, "bytes") if p[-1].endswith("Mask")):  # Qlik's masks as hex
-            decoded = decoded.withField(".".join(path), F.hex(_get_path(decoded, path)))
+        for path in _mask_paths(decoded, parsed):  # Qlik's masks as hex
+            decoded = decoded.withField(path, F.hex(_get_path(decoded, path.split("."))))
         rendered = F.to_json(decoded)  # PERMISSIVE: a body that does not decode gives a struct of nulls
         text = F.when(schema_id == F.lit(sid), F.when(rendered != F.lit("{}"), rendered)).otherwise(text)
         not_utf8 = F.when(schema_id == F.lit(sid), bad).otherwise(not_utf8)
@@ -156,7 +157,7 @@ def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
     return F.when(value.isNull(), F.lit(None).cast("string")).when(reason.isNotNull(), undecodable).otherwise(text)
 
 
-def _get_path(col: Column, path: tuple[str, ...]) -> Column:
+def _get_path(col: Column, path: list[str]) -> Column:
     for p in path:
         col = col.getField(p)
     return col
