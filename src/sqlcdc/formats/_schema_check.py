@@ -347,11 +347,11 @@ def explain(schema_file: str, text: str | None, *, limit: int = 2000) -> str | N
         return None
     if text.startswith(UNDECODABLE):
         return text[:limit]
+    doc, unreadable = _read(text, limit)
+    if unreadable:
+        return unreadable
     try:
-        doc = loads(text)
         errors = list(validator(schema_file).iter_errors(doc))
-    except ValueError as e:
-        return f"not JSON: {e}"[:limit]
     except RecursionError:  # a valid but very deep document the validator walks into
         return f"JSON nested too deeply ({_depth(text)} levels) to validate"
     return describe(errors)[:limit] if errors else None
@@ -374,18 +374,21 @@ def describe(errors: Iterable[Any]) -> str:
 def not_json(text: str | None, *, limit: int = 2000) -> str | None:
     """Why ``text`` is not one JSON document, as :func:`loads` says it (``None`` when it is one).
 
-    >>> not_json('{"a": "tab\there"}')
+    >>> not_json('{"a": "tab\\there"}')
     'not JSON: Invalid control character at: line 1 column 11 (char 10)'
     """
-    if text is None:
-        return None
+    return None if text is None else _read(text, limit)[1]
+
+
+def _read(text: str, limit: int) -> tuple[Any, str | None]:
+    """(the document, None), or (None, why ``text`` is not one JSON document)."""
     try:
-        loads(text)
+        return loads(text), None
     except ValueError as e:
-        return f"not JSON: {e}"[:limit]
-    return None
+        return None, f"not JSON: {e}"[:limit]
 
 
+@lru_cache(maxsize=None)
 def not_json_udf():
     """A vectorized (Arrow) UDF ``text -> why it is not JSON`` (:func:`not_json`): apply it only to
     the rows Spark's parser refused (pass NULL for the others)."""

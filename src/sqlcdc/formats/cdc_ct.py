@@ -247,7 +247,7 @@ def config_column(column: dict, ordinal: int) -> ColumnSpec:
     read as hex text (or base64: the module doc).
 
     >>> config_column({"name": "photo", "type": "varbinary(max)", "lob": True}, 3)
-    ColumnSpec(name='photo', spark_type='binary', encoding='hex', lob=True, ordinal=3, source_type='varbinary(max)')
+    ColumnSpec(name='photo', spark_type='binary', encoding='hex', lob=True, ordinal=3, source_type='varbinary(max)', json_value=False)
     """
     t = str(column["type"]).strip().lower()
     is_binary = t in ("binary", "varbinary") or t.startswith(("binary(", "varbinary("))

@@ -121,7 +121,7 @@ def scd1(frame: DataFrame, spec: ApplyChangesSpec, *, schema: StructType | None 
 
     Example::
 
-        >>> scd1(frame, ApplyChangesSpec(keys=["id"], table="customers")).show()
+        >>> scd1(frame, ApplyChangesSpec(keys=["id"], table="customers")).show()  # doctest: +SKIP
     """
     schema = schema or frame.schema
     out_cols = spec.output_columns(schema)
@@ -140,7 +140,7 @@ def scd2(frame: DataFrame, spec: ApplyChangesSpec, *, schema: StructType | None 
 
     Example::
 
-        >>> scd2(frame, ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, table="customers"))
+        >>> scd2(frame, ApplyChangesSpec(keys=["id"], stored_as_scd_type=2, table="customers"))  # doctest: +SKIP
     """
     return _scd2(frame, spec, schema or frame.schema)
 

@@ -284,7 +284,7 @@ class ApplyChangesSpec:
 
         Example::
 
-            >>> ApplyChangesSpec(keys=["idd"], table="orders").validate(frame.schema)
+            >>> ApplyChangesSpec(keys=["idd"], table="orders").validate(frame.schema)  # doctest: +SKIP
             ConfigError: 1 config problem(s):
               - orders: keys: unknown column 'idd' (columns: id, name)
         """
@@ -383,7 +383,7 @@ def layout(table: TableConfig) -> dict[str, list[str]]:
 
     Example::
 
-        >>> layout(replace(cfg, cluster_by=("customer_id",)))
+        >>> layout(replace(cfg, cluster_by=("customer_id",)))  # doctest: +SKIP
         {'cluster_by': ['customer_id']}
     """
     if table.partition_cols:
@@ -403,7 +403,7 @@ def auto_cdc_table_properties(table: TableConfig, scd_type: int) -> dict[str, st
 
     Example::
 
-        >>> auto_cdc_table_properties(replace(cfg, tombstone_retention_days=2), 1)
+        >>> auto_cdc_table_properties(replace(cfg, tombstone_retention_days=2), 1)  # doctest: +SKIP
         {'pipelines.cdc.tombstoneGCThresholdInSeconds': '172800'}
     """
     props = dict(table.table_properties)
