@@ -319,6 +319,8 @@ def history(rng: random.Random, keys: int, changes: int) -> list[Change]:
         tx += 1
         touched: set[int] = set()
         for pos in range(1, rng.randint(1, 3) + 1):
+            if len(touched) >= keys:  # a key change took the last free key (``--keys`` 2 or 3)
+                break
             key = pick(every, touched)
             touched.add(key)
             row = {"name": rng.choice(NAMES), "qty": rng.choice([None, 0, 1, 7, 2**31 - 1]),

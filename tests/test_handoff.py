@@ -144,3 +144,18 @@ def test_backfill_then_stream_gives_the_single_producer_gold(spark, tmp_path, mo
         applied = spark.read.format("delta").load(str(after_run.tables_dir(warehouse) / f"gold_hist_scd{scd}"))
         same_order = applied.select(*[F.col(quote(c)) for c in view.columns])  # `row.id`, not a field
         assert sorted(map(str, view.collect())) == sorted(map(str, same_order.collect()))
+
+
+@pytest.mark.parametrize("keys", [1, 2, 3])
+def test_a_history_over_very_few_keys_is_drawn_and_touches_each_key_once_a_transaction(keys):
+    """tests/histories.py over one to three keys (every change contends for the same rows): it drew
+    a transaction's third change after a key change had taken the last free key, and stopped
+    (`--keys 3`). Each key is still touched at most once per transaction, as the renderers assume."""
+    for seed in range(40):
+        changes = h.history(random.Random(seed), keys, 120)
+        assert 120 <= len(changes) <= 122  # whole transactions: the last may overrun by two
+        by_tx: dict[int, list[int]] = {}
+        for c in changes:
+            by_tx.setdefault(c.tx, []).extend({c.key, c.before_key})
+        assert all(len(ks) == len(set(ks)) for ks in by_tx.values()), seed
+        assert {c.key for c in changes} <= set(range(1, keys + 1))
