@@ -292,8 +292,10 @@ class Change:
         return self.old_key if self.old_key is not None else self.key
 
 
-def history(rng: random.Random, keys: int, changes: int) -> list[Change]:
-    """``changes`` row changes over ``keys`` keys, in commit order."""
+def history(rng: random.Random, keys: int, changes: int, repeat_rows: bool = False) -> list[Change]:
+    """``changes`` row changes over ``keys`` keys, in commit order. A transaction changes a row at
+    most once, unless ``repeat_rows`` (SQL Server gives each change of a row its own sequence value
+    and command id under the transaction's one commit LSN)."""
     live: dict[int, dict] = {}
     out: list[Change] = []
     tx = 0
@@ -319,16 +321,17 @@ def history(rng: random.Random, keys: int, changes: int) -> list[Change]:
         tx += 1
         touched: set[int] = set()
         for pos in range(1, rng.randint(1, 3) + 1):
-            if len(touched) >= keys:  # a key change took the last free key (``--keys`` 2 or 3)
+            if len(touched) >= keys and not repeat_rows:  # a key change took the last free key (``--keys`` 2 or 3)
                 break
-            key = pick(every, touched)
+            excluded = set() if repeat_rows else touched
+            key = pick(every, excluded)
             touched.add(key)
             row = {"name": rng.choice(NAMES), "qty": rng.choice([None, 0, 1, 7, 2**31 - 1]),
                    "price": rng.choice([None, "0.00", "1.50", "19.99", "-3.25", "99999999.99"])}
             row.update({c: rng.choice({**WIDE_VALUES, **EXACT_VALUES}[c]) for c in COLUMNS
                         if c in WIDE_VALUES or c in EXACT_VALUES})
             form = rng.random()
-            any_free = len(dead) > sum(1 for k in touched if has(dead, k))
+            any_free = len(dead) > sum(1 for k in excluded if has(dead, k))
             if key not in live:
                 out.append(Change("INSERT", key, None, row, tx, pos, form=form))
                 live[key] = row
@@ -337,7 +340,7 @@ def history(rng: random.Random, keys: int, changes: int) -> list[Change]:
                 out.append(Change("DELETE", key, live.pop(key), None, tx, pos, form=form))
                 bisect.insort(dead, key)
             elif any_free and rng.random() < 0.12:  # the primary key changes: key -> new
-                new = pick(dead, touched)
+                new = pick(dead, excluded)
                 touched.add(new)
                 out.append(Change("UPDATE", new, live.pop(key), row, tx, pos, old_key=key, form=form))
                 live[new] = row
@@ -496,10 +499,11 @@ def cdc_ct(c: Change) -> list[str]:
         if CT_EXPORT["as"] == "csv":
             values = out_names(rendered("ces", {**image, **key_of(key)}))
             return CT_EXPORT["sep"].join(map(_csv_field, ["0x" + commit_hex(c), None, "0x" + change_hex(c, sub), op,
-                                             _all_columns_mask(), 1, *(values[COL[k]] for k in columns())]))
+                                             _all_columns_mask(), c.pos, *(values[COL[k]] for k in columns())]))
         return json_line({"__$start_lsn": "0x" + commit_hex(c), "__$end_lsn": None, "__$seqval": "0x" + change_hex(c, sub),
                            "__$operation": op, "__$update_mask": _all_columns_mask(),
-                           "__$command_id": 1, **out_names(rendered("cdc_ct", {**image, **key_of(key)}))})
+                           # each change of the generator's transactions is a statement of its own
+                           "__$command_id": c.pos, **out_names(rendered("cdc_ct", {**image, **key_of(key)}))})
 
     if c.op == "INSERT":
         return [row(2, c.after, c.key)]
@@ -850,6 +854,9 @@ def main() -> int:
                     help="the CSV exports' delimiter (with --ct-export csv; the sources' csv_delimiter)")
     ap.add_argument("--snapshot", action="store_true",
                     help="the first transactions of inserts land as Debezium snapshot reads and Qlik full-load REFRESH records")
+    ap.add_argument("--repeat-rows", action="store_true",
+                    help="a transaction may change one row several times (insert then update, update "
+                    "then delete, delete then insert, a key change then an update of the new key)")
     ap.add_argument("--nested", action="store_true",
                     help="files land at random in folders below the landing (2026/12/<run>/, dt=2026-12-<run>/) or in it")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
@@ -877,14 +884,14 @@ def main() -> int:
     rng = random.Random(args.seed)
     plans, histories = {}, {}
     for producer in SOURCES:
-        histories[producer] = history(rng, args.keys, args.changes)
+        histories[producer] = history(rng, args.keys, args.changes, args.repeat_rows)
         lines = records(producer, histories[producer], rng)
         plan = deliveries(lines, args.runs, rng)
         if producer == "qlik":  # the metadata message lands in any run, before or after its data
             run = plan[rng.randrange(args.runs) if args.qlik_metadata == "any" else 0]
             run[rng.randrange(len(run))].insert(0, qlik_metadata())
         plans[producer] = plan
-    histories["handoff"] = history(rng, args.keys, args.changes)
+    histories["handoff"] = history(rng, args.keys, args.changes, args.repeat_rows)
     ct_lines, dbz_lines = handoff_records(histories["handoff"], rng)
     ct, dbz, ho_table, ct_pattern, dbz_pattern = HANDOFF
     landings = {**{p: [(s, pat)] for p, (s, _, pat) in SOURCES.items()}, "handoff": [(ct, ct_pattern), (dbz, dbz_pattern)]}
