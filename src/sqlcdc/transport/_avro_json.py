@@ -111,11 +111,12 @@ def not_utf8_field(decoded: Column, schema: Any) -> Column:
                       F.lit(None).cast("string"))
 
 
-def _mask_paths(decoded: Column, schema: Any) -> list[str]:
-    """``withField`` paths of the ``bytes`` fields named ``...Mask`` (Qlik's update masks), which the
-    rendered JSON writes as hex, as Qlik's JSON messages do."""
+def _masks(decoded: Column, schema: Any) -> list[_Leaf]:
+    """The ``bytes`` fields of ``decoded`` named ``...Mask`` (Qlik's update masks; ``test``: the
+    field itself, ``label``: its ``withField`` path), which the rendered JSON writes as hex, as
+    Qlik's JSON messages do."""
     leaves = _leaves(schema, "bytes", lambda c: c, decoded, "", {}, frozenset())
-    return [leaf.label for leaf in leaves if leaf.plain and leaf.label.endswith("Mask")]
+    return [leaf for leaf in leaves if leaf.plain and leaf.label.endswith("Mask")]
 
 
 def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
@@ -138,8 +139,8 @@ def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
         decoded, parsed = from_avro(body, schema, {"mode": "PERMISSIVE"}), json.loads(schema)
         # to_json writes a string's bytes that are not UTF-8 as U+FFFD: the first such field is named
         bad = not_utf8_field(decoded, parsed)
-        for path in _mask_paths(decoded, parsed):  # Qlik's masks as hex
-            decoded = decoded.withField(path, F.hex(_get_path(decoded, path.split("."))))
+        for mask in _masks(decoded, parsed):  # Qlik's masks as hex
+            decoded = decoded.withField(mask.label, F.hex(mask.test))
         rendered = F.to_json(decoded)  # PERMISSIVE: a body that does not decode gives a struct of nulls
         text = F.when(schema_id == F.lit(sid), F.when(rendered != F.lit("{}"), rendered)).otherwise(text)
         not_utf8 = F.when(schema_id == F.lit(sid), bad).otherwise(not_utf8)
@@ -155,9 +156,3 @@ def confluent_avro_json(value: Column, schemas: Mapping[int, str]) -> Column:
 
     undecodable = F.format_string(UNDECODABLE + "Confluent Avro (%s): %s", reason, F.base64(value))
     return F.when(value.isNull(), F.lit(None).cast("string")).when(reason.isNotNull(), undecodable).otherwise(text)
-
-
-def _get_path(col: Column, path: list[str]) -> Column:
-    for p in path:
-        col = col.getField(p)
-    return col
