@@ -31,6 +31,11 @@ JSON numbers (``decimal.format=NUMERIC``). ``--nasty-text`` adds names a writer 
 change-table exports as CSV (each file its header, CRLF or LF; ``--csv-sep`` its delimiter) or
 typed Parquet; ``--ces-avro`` lands CES files as Avro or JSON lines. ``--snapshot`` lands the first
 transactions of inserts as Debezium snapshot reads and Qlik full-load REFRESH records.
+``--two-tables`` gives every source (not the hand-off) a second table, dbo.hist2, in the same landing:
+Debezium, CES and Qlik records of both tables mixed in each file, change-table exports a file per
+capture instance. Each table has its own history and its gold is checked against its own reference;
+about a third of the transactions change both tables under one commit (a transaction topic's END
+counts each table's events; sequence values, CES's and Qlik's transaction counters run across both).
 
 A real run costs minutes on two cores, so this is a script, not part of ``make test``::
 
@@ -286,6 +291,7 @@ class Change:
     pos: int  # position in the transaction, from 1
     old_key: int | None = None  # an UPDATE that changes the primary key: the key before it
     form: float = 0.0  # a draw in [0, 1) a renderer may use to pick one of its producer's forms
+    table: str = "hist"  # the source table (dbo.<table>); ``--two-tables``: hist or hist2
 
     @property
     def before_key(self) -> int:
@@ -354,6 +360,41 @@ def history(rng: random.Random, keys: int, changes: int, repeat_rows: bool = Fal
     return out
 
 
+#: ``--two-tables``: the tables each source of :data:`SOURCES` carries (CES, Qlik and Debezium in one
+#: stream, routed by each record's table; change tables an export file per capture instance in one
+#: landing, routed by the file name); one transaction may change both.
+TABLES = ["hist"]
+
+
+def tables_history(rng: random.Random, keys: int, changes: int, repeat_rows: bool = False) -> list[Change]:
+    """:func:`history` of each table of :data:`TABLES` (``changes`` shared between them), merged by
+    :func:`merge_tables`; with one table, that table's history as it is."""
+    if len(TABLES) == 1:
+        return history(rng, keys, changes, repeat_rows)
+    return merge_tables(rng, {t: history(rng, keys, max(1, changes // len(TABLES)), repeat_rows) for t in TABLES})
+
+
+def merge_tables(rng: random.Random, histories: dict[str, list[Change]]) -> list[Change]:
+    """The tables' histories in one commit order: each transaction of a table stays one (its
+    changes in order), and about a third of the merged transactions hold one transaction of each
+    table, as one SQL Server transaction changing them all (one commit LSN; positions, and so
+    sequence values, numbered across the tables)."""
+    queues = []
+    for table, changes in histories.items():
+        txs: dict[int, list[Change]] = {}
+        for c in changes:
+            txs.setdefault(c.tx, []).append(dataclasses.replace(c, table=table))
+        queues.append(list(txs.values()))
+    out: list[Change] = []
+    tx = 0
+    while any(queues):
+        ready = [q for q in queues if q]
+        parts = [q.pop(0) for q in ready] if len(ready) > 1 and rng.random() < 0.35 else [rng.choice(ready).pop(0)]
+        tx += 1
+        out += [dataclasses.replace(c, tx=tx, pos=pos) for pos, c in enumerate((c for part in parts for c in part), 1)]
+    return out
+
+
 def commit_hex(c: Change) -> str:
     return f"00000031{c.tx:08X}0001"
 
@@ -376,7 +417,8 @@ def _b64_decimal(text: str | None, scale: int = 2) -> str | None:
 
 def _as_delete_and_insert(c: Change) -> list[Change]:
     """A key change as two changes of one position: the old key's delete, then the new key's insert."""
-    return [Change("DELETE", c.before_key, c.before, None, c.tx, c.pos), Change("INSERT", c.key, None, c.after, c.tx, c.pos)]
+    return [Change("DELETE", c.before_key, c.before, None, c.tx, c.pos, table=c.table),
+            Change("INSERT", c.key, None, c.after, c.tx, c.pos, table=c.table)]
 
 
 def debezium(c: Change) -> list[str]:
@@ -402,10 +444,10 @@ def debezium(c: Change) -> list[str]:
     event = json_line({
         "before": image(c.before, c.before_key), "after": image(c.after, c.key), "op": op, "ts_ms": 1700000000000 + c.tx,
         "source": {"version": "2.7.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1700000000000 + c.tx,
-                   "snapshot": "false", "db": "testDB", "schema": "dbo", "table": "hist",
+                   "snapshot": "false", "db": "testDB", "schema": "dbo", "table": c.table,
                    "change_lsn": dbz_lsn(change_hex(c)), "commit_lsn": dbz_lsn(commit_hex(c)), "event_serial_no": 1}
         if not snap else {"version": "2.7.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1700000000000,
-                          "snapshot": "last" if c.tx == last else "true", "db": "testDB", "schema": "dbo", "table": "hist",
+                          "snapshot": "last" if c.tx == last else "true", "db": "testDB", "schema": "dbo", "table": c.table,
                           "change_lsn": None, "commit_lsn": dbz_lsn(commit_hex(dataclasses.replace(c, tx=last))),
                           "event_serial_no": None},
     }, separators=(", ", ": ") if spaced else (",", ":"), ensure_ascii=spaced)
@@ -419,7 +461,8 @@ def with_connect_schema(line: str) -> str:
     if line == "null":
         return line
     payload = json.loads(line)
-    row = {"type": "struct", "optional": True, "name": "server1.dbo.hist.Value", "fields": [
+    table = payload["source"]["table"]
+    row = {"type": "struct", "optional": True, "name": f"server1.dbo.{table}.Value", "fields": [
         {**CONNECT_FIELDS[c], "optional": c not in key_names(), "field": COL[c]} for c in columns()]}
     seed = {f["field"]: f for f in seed_event()["schema"]["fields"]}
     fields = [{**row, "field": "before"}, {**row, "field": "after"}, seed["source"], seed["op"], seed["ts_ms"]]
@@ -428,7 +471,7 @@ def with_connect_schema(line: str) -> str:
                        "fields": [{"type": "string", "optional": False, "field": "id"},
                                   {"type": "int64", "optional": False, "field": "total_order"},
                                   {"type": "int64", "optional": False, "field": "data_collection_order"}]})
-    schema = {"type": "struct", "optional": False, "name": "server1.dbo.hist.Envelope", "version": 1, "fields": fields}
+    schema = {"type": "struct", "optional": False, "name": f"server1.dbo.{table}.Envelope", "version": 1, "fields": fields}
     return json.dumps({"schema": schema, "payload": payload})
 
 
@@ -456,18 +499,25 @@ def debezium_with_metadata(changes: list[Change], rng: random.Random) -> tuple[d
             if c.tx in SNAPSHOT["txs"]:  # a snapshot read: no transaction
                 events.setdefault(c.tx, []).append(line)
                 continue
-            n = sum(1 for x in events.get(c.tx, []) if x != "null") + 1
-            order = str(n) if rng.random() < 0.5 else n
-            doc["transaction"] = {"id": doc["source"]["commit_lsn"], "total_order": order, "data_collection_order": order}
+            mine = [json.loads(x) for x in events.get(c.tx, []) if x != "null"]
+            n = len(mine) + 1  # the event's place in its transaction, and among its table's events there
+            in_table = sum(1 for x in mine if x["source"]["table"] == c.table) + 1
+            as_text = rng.random() < 0.5
+            doc["transaction"] = {"id": doc["source"]["commit_lsn"], "total_order": str(n) if as_text else n,
+                                  "data_collection_order": str(in_table) if as_text else in_table}
             events.setdefault(c.tx, []).append(json.dumps(doc))
     bounds: dict[int, list[str]] = {}
     for tx, lines in events.items():
         if tx in SNAPSHOT["txs"]:
             continue
-        tid, n = json.loads(next(x for x in lines if x != "null"))["transaction"]["id"], sum(x != "null" for x in lines)
+        docs = [json.loads(x) for x in lines if x != "null"]
+        tid, n = docs[0]["transaction"]["id"], len(docs)
+        per_table: dict[str, int] = {}
+        for d in docs:
+            per_table[d["source"]["table"]] = per_table.get(d["source"]["table"], 0) + 1
         begin = {"status": "BEGIN", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": None, "data_collections": None}
         end = {"status": "END", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": n,
-               "data_collections": [{"data_collection": "testDB.dbo.hist", "event_count": n}]}
+               "data_collections": [{"data_collection": f"testDB.dbo.{t}", "event_count": k} for t, k in per_table.items()]}
         bounds[tx] = [json.dumps({"schema": {"type": "struct", "name": "io.debezium.connector.common.TransactionMetadataValue"},
                                   "payload": b}) if rng.random() < 0.5 else json.dumps(b) for b in (begin, end)]
     return events, bounds
@@ -527,7 +577,7 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     if c.op == "UPDATE" and c.form < 0.5:
         old = None  # as the seed's update: "old": "{}"
     seq = c.pos * 2 + (c.op == "INSERT")  # a key change's insert after its delete, at the same position
-    ev = ces_event(op, table="hist", cols=[(COL[k], types_of(k)[1]) for k in columns()], old=old,
+    ev = ces_event(op, table=c.table, cols=[(COL[k], types_of(k)[1]) for k in columns()], old=old,
                    current=image(c.after, c.key), pk={COL[k]: str(v) for k, v in key_of(c.key).items()},
                    lsn=commit_hex(c), seq=seq, eid=f"e-{c.tx}-{seq}")
     if rng.random() < 0.2:  # a large event cut into segments, which land apart
@@ -535,13 +585,13 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     return [json.dumps(ev)]
 
 
-def qlik_metadata() -> str:
-    """The metadata message of dbo.hist (version 1), with the column names in force."""
+def qlik_metadata(table: str = "hist") -> str:
+    """The metadata message of dbo.<table> (version 1), with the column names in force."""
     return json.dumps({
         "magic": "atMSG", "type": "MD", "headers": None, "messageSchemaId": None, "messageSchema": None,
         "message": {
-            "schemaId": "s-hist-1",
-            "lineage": {"server": "qlik-srv", "task": "task", "schema": "dbo", "table": "hist", "tableVersion": 1,
+            "schemaId": f"s-{table}-1",
+            "lineage": {"server": "qlik-srv", "task": "task", "schema": "dbo", "table": table, "tableVersion": 1,
                         "timestamp": "2025-01-01T00:00:00.000"},
             "tableStructure": {"tableColumns": {
                 COL[c].upper(): {"ordinal": i, **types_of(c)[2],
@@ -571,8 +621,8 @@ def qlik(c: Change, last_of_tx: bool) -> list[str]:
     if c.form < 0.5:  # the atMSG envelope, routed by the metadata's schemaId
         return [json_line({"magic": "atMSG", "type": "DT", "headers": None, "messageSchemaId": None,
                             "messageSchema": None, "message": {"data": data, "beforeData": before,
-                                                               "headers": {**headers, "externalSchemaId": "s-hist-1"}}})]
-    return [json_line({"schema": "dbo", "table": "hist", "data": data, "beforeData": before, "headers": headers})]
+                                                               "headers": {**headers, "externalSchemaId": f"s-{c.table}-1"}}})]
+    return [json_line({"schema": "dbo", "table": c.table, "data": data, "beforeData": before, "headers": headers})]
 
 
 def snapshot_txs(changes: list[Change]) -> frozenset[int]:
@@ -721,10 +771,26 @@ def ct_options() -> str:
     return f"    options: {{csv_delimiter: {json.dumps(CT_EXPORT['sep'])}}}\n" if CT_EXPORT["sep"] != "," else ""
 
 
+def table_name(producer: str, table: str = "hist") -> str:
+    """The onboarded table of ``producer``'s source table dbo.<table> (its gold: gold_<name>_scd1/2)."""
+    return SOURCES[producer][1] + table[len("hist"):]
+
+
+def _write_table(base: Path, producer: str, source: str, name: str, table: str) -> None:
+    body = f"name: {name}\nsource: {source}\ntable: dbo.{table}\n"
+    if producer in ("debezium", "debezium_tx") and DBZ_SCHEMA["on"]:  # discovered from the envelopes
+        body += f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\n"
+    elif producer in ("debezium", "debezium_tx", "debezium_flat", "cdc_ct"):
+        body += _keys_and_columns(producer)
+    elif producer == "ces":
+        body += f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\n"
+    (base / "config" / "tables" / f"{name}.yml").write_text(body)
+
+
 def write_config(base: Path, only: set[str]) -> Path:
     (base / "config" / "tables").mkdir(parents=True, exist_ok=True)
     sources = ""
-    for producer, (source, table, _) in SOURCES.items():
+    for producer, (source, _, _) in SOURCES.items():
         if producer not in only:
             continue
         landing = base / "landing" / source
@@ -733,14 +799,8 @@ def write_config(base: Path, only: set[str]) -> Path:
         opts += ct_options() if producer == "cdc_ct" else ""
         fmt = "debezium" if producer == "debezium_tx" else producer
         sources += f"  {source}:\n    format: {fmt}\n    landing: {landing}\n{opts}"
-        body = f"name: {table}\nsource: {source}\ntable: dbo.hist\n"
-        if producer in ("debezium", "debezium_tx") and DBZ_SCHEMA["on"]:  # discovered from the envelopes
-            body += f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\n"
-        elif producer in ("debezium", "debezium_tx", "debezium_flat", "cdc_ct"):
-            body += _keys_and_columns(producer)
-        elif producer == "ces":
-            body += f"keys: [{', '.join(json.dumps(COL[k]) for k in key_names())}]\n"
-        (base / "config" / "tables" / f"{table}.yml").write_text(body)
+        for t in TABLES:
+            _write_table(base, producer, source, table_name(producer, t), t)
     ct, dbz, table, _, _ = HANDOFF
     for source, producer in ((ct, "cdc_ct"), (dbz, "debezium")) if "handoff" in only else ():
         (base / "landing" / source).mkdir(parents=True, exist_ok=True)
@@ -859,6 +919,9 @@ def main() -> int:
                     "then delete, delete then insert, a key change then an update of the new key)")
     ap.add_argument("--nested", action="store_true",
                     help="files land at random in folders below the landing (2026/12/<run>/, dt=2026-12-<run>/) or in it")
+    ap.add_argument("--two-tables", action="store_true",
+                    help="every source carries a second table, dbo.hist2, in the same landing (change tables: "
+                    "files of its own capture instance); a third of the transactions change both")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
                     help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
@@ -877,6 +940,8 @@ def main() -> int:
     CES_AVRO["on"] = args.ces_avro
     if args.nasty_text:
         NAMES.extend(NASTY_NAMES)
+    if args.two_tables:
+        TABLES.append("hist2")
     only = set(args.only.split(","))
     base = args.folder.resolve()
     shutil.rmtree(base, ignore_errors=True)
@@ -884,21 +949,30 @@ def main() -> int:
     rng = random.Random(args.seed)
     plans, histories = {}, {}
     for producer in SOURCES:
-        histories[producer] = history(rng, args.keys, args.changes, args.repeat_rows)
+        histories[producer] = tables_history(rng, args.keys, args.changes, args.repeat_rows)
+        if producer == "cdc_ct" and len(TABLES) > 1:  # an export file holds one capture instance
+            plans[producer] = [deliveries(records(producer, [c for c in histories[producer] if c.table == t], rng),
+                                          args.runs, rng) for t in TABLES]
+            continue
         lines = records(producer, histories[producer], rng)
         plan = deliveries(lines, args.runs, rng)
-        if producer == "qlik":  # the metadata message lands in any run, before or after its data
+        for t in TABLES if producer == "qlik" else ():  # each table's metadata message lands in any run, before or after its data
             run = plan[rng.randrange(args.runs) if args.qlik_metadata == "any" else 0]
-            run[rng.randrange(len(run))].insert(0, qlik_metadata())
+            run[rng.randrange(len(run))].insert(0, qlik_metadata(t))
         plans[producer] = plan
     histories["handoff"] = history(rng, args.keys, args.changes, args.repeat_rows)
     ct_lines, dbz_lines = handoff_records(histories["handoff"], rng)
     ct, dbz, ho_table, ct_pattern, dbz_pattern = HANDOFF
     landings = {**{p: [(s, pat)] for p, (s, _, pat) in SOURCES.items()}, "handoff": [(ct, ct_pattern), (dbz, dbz_pattern)]}
+    placed = {"handoff"}  # producers whose plans are one per place (a file name pattern)
+    if len(TABLES) > 1:
+        s, _, pat = SOURCES["cdc_ct"]
+        landings["cdc_ct"] = [(s, pat.replace("_hist_", f"_{t}_")) for t in TABLES]
+        placed.add("cdc_ct")
     plans["handoff"] = [deliveries(ct_lines, args.runs, rng), deliveries(dbz_lines, args.runs, rng)]
     for r in range(args.runs):
         for producer, places in ((p, x) for p, x in landings.items() if p in only):
-            sent = plans[producer] if producer == "handoff" else [plans[producer]]
+            sent = plans[producer] if producer in placed else [plans[producer]]
             for (source, pattern), plan in zip(places, sent):
                 for f, part in enumerate(plan[r]):
                     folder = base / "landing" / source
@@ -926,14 +1000,17 @@ def main() -> int:
     spark = local_spark(app_name="histories")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     wrong = 0
-    for producer, table in [*((p, t) for p, (_, t, _) in SOURCES.items()), ("handoff", ho_table)]:
+    checks = [(p, table_name(p, t), t) for p in SOURCES for t in TABLES]
+    for producer, table, source_table in [*checks, ("handoff", ho_table, "hist")]:
         if producer not in only:
             continue
-        want, got = expected(histories[producer]), gold(spark, base / "warehouse" / "tables", producer, table)
+        label = producer if table in (SOURCES.get(producer, ("", ""))[1], ho_table) else f"{producer} {source_table}"
+        want = expected([c for c in histories[producer] if c.table == source_table])
+        got = gold(spark, base / "warehouse" / "tables", producer, table)
         for what, w, g in (("SCD1", want[0], got[0]), ("SCD2", want[1], got[1])):
             if w != g:
                 wrong += 1
-                print(f"{producer} {what}: differs from the reference")
+                print(f"{label} {what}: differs from the reference")
                 if isinstance(w, dict):
                     for k in sorted(set(w) | set(g)):
                         if w.get(k) != g.get(k):
@@ -942,7 +1019,7 @@ def main() -> int:
                     print(f"  missing: {[x for x in w if x not in g]}\n  extra:   {[x for x in g if x not in w]}")
             else:
                 size = f"{sum(map(len, g.values()))} versions of {len(g)} keys" if isinstance(g, dict) else f"{len(g)} rows"
-                print(f"{producer} {what}: {size}, equal to the reference")
+                print(f"{label} {what}: {size}, equal to the reference")
     return 1 if wrong else 0
 
 

@@ -159,3 +159,38 @@ def test_a_history_over_very_few_keys_is_drawn_and_touches_each_key_once_a_trans
             by_tx.setdefault(c.tx, []).extend({c.key, c.before_key})
         assert all(len(ks) == len(set(ks)) for ks in by_tx.values()), seed
         assert {c.key for c in changes} <= set(range(1, keys + 1))
+
+
+
+
+def test_a_two_table_history_keeps_each_tables_order_and_shares_some_commits():
+    """tests/histories.py ``--two-tables``: each table's own history survives the merge (same
+    changes, same order, each of its transactions whole), positions number a transaction's changes
+    across both tables, and some transactions change both -- the case a transaction topic's
+    per-table counts and CES's sequence numbers must get right."""
+    shared = 0
+    for seed in range(20):
+        own = {"hist": h.history(random.Random(seed), 4, 30, True), "hist2": h.history(random.Random(seed + 100), 4, 30)}
+        merged = h.merge_tables(random.Random(seed), own)
+        assert len(merged) == sum(map(len, own.values()))
+        for table, changes in own.items():
+            mine = [c for c in merged if c.table == table]
+            assert [(c.op, c.key, c.old_key, c.before, c.after) for c in mine] == \
+                [(c.op, c.key, c.old_key, c.before, c.after) for c in changes], (seed, table)
+            for (a, b), (x, y) in zip(zip(changes, changes[1:]), zip(mine, mine[1:])):
+                assert (a.tx == b.tx) == (x.tx == y.tx) and x.tx <= y.tx, (seed, table)
+        order = [(c.tx, c.pos) for c in merged]
+        assert order == sorted(order)
+        for tx in {c.tx for c in merged}:
+            assert sorted(c.pos for c in merged if c.tx == tx) == list(range(1, sum(c.tx == tx for c in merged) + 1))
+        shared += sum(len({c.table for c in merged if c.tx == tx}) == 2 for tx in {c.tx for c in merged})
+        for c in merged:  # every record names its change's table (a key change's delete and insert too)
+            assert {json.loads(x)["source"]["table"] for x in h.debezium(c) if x != "null"} == {c.table}, c
+            data: dict[str, str] = {}  # a split event's segments, in order, share its logicalid
+            for x in map(json.loads, h.ces(c, random.Random(c.tx))):
+                data[x["logicalid"]] = data.get(x["logicalid"], "") + x["data"]
+            assert {json.loads(d)["eventsource"]["tbl"] for d in data.values()} == {c.table}, c
+            assert json.loads(h.qlik(c, False)[0]).get("table", c.table) == c.table
+            flat = [json.loads(x) for x in h.debezium_flat(c) if x != "null"]
+            assert {x.get("payload", x)["__table"] for x in flat} == {c.table}, c
+    assert shared >= 20, shared
