@@ -36,6 +36,10 @@ Debezium, CES and Qlik records of both tables mixed in each file, change-table e
 capture instance. Each table has its own history and its gold is checked against its own reference;
 about a third of the transactions change both tables under one commit (a transaction topic's END
 counts each table's events; sequence values, CES's and Qlik's transaction counters run across both).
+``--add-column`` adds a column, ``note``, at the history's middle transaction: CES events list it
+only from there, Qlik data messages from there are typed by a second metadata version that has it
+(schema evolution, discovered while both shapes land shuffled); the other producers have it from
+the start, NULL until then.
 
 A real run costs minutes on two cores, so this is a script, not part of ``make test``::
 
@@ -84,6 +88,7 @@ TYPES = {
     "name": ("string", "nvarchar(100)", {"type": "WSTRING", "length": 100}),
     "qty": ("int", "int", {"type": "INT4"}),
     "price": ("decimal(10,2)", "decimal(10,2)", {"type": "NUMERIC", "precision": 10, "scale": 2}),
+    "note": ("string", "nvarchar(20)", {"type": "WSTRING", "length": 20}),  # ``--add-column``
 }
 #: ``--wide-types``: one more column of each kind the producers render their own way (Debezium's
 #: Connect logical types, a change-table export's JSON, CES's SQL Server text, Qlik's JSON values),
@@ -134,6 +139,13 @@ EXACT_VALUES = {  # dto as SQL Server's text; the decimals as text with their sc
     "r4": [None, 1.5, -0.25, 3.4028234663852886e38, 1.401298464324817e-45, 0.1],
     "dt": [None, datetime(1753, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 997000), datetime(2024, 1, 2, 3, 4, 5, 3000)],
 }
+#: ``--add-column``: a column ``note`` the table gains at the history's middle transaction
+#: (``ALTER TABLE ... ADD note nvarchar(20)``): every change before it has ``note`` NULL, and CES
+#: events before it do not list it in ``eventsource.cols`` nor hold it in their images (the other
+#: producers' tables have it from the start, NULL until then). ``from``: the current history's first
+#: transaction with it (set by :func:`records`).
+ADDED = {"on": False, "from": 0}
+ADDED_VALUES = {"note": [None, "first", "ünïcode ✓", "", "x" * 20]}
 _EPOCH = datetime(1970, 1, 1)
 #: ``--debezium-schema``: Debezium events in the JSON converter's schema envelope
 #: (``schemas.enable=true``), their tables' columns discovered from it (no ``columns:``).
@@ -165,12 +177,12 @@ CONNECT_FIELDS = {
              "parameters": {"scale": "4", "connect.decimal.precision": "19"}},
     "huge": {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
              "parameters": {"scale": "10", "connect.decimal.precision": "38"}},
-    "tiny": {"type": "int16"}, "r4": {"type": "float"},
+    "tiny": {"type": "int16"}, "r4": {"type": "float"}, "note": {"type": "string"},
     "dt": {"type": "int64", "name": "io.debezium.time.Timestamp", "version": 1},
 }
 #: The history's column -> the name the producers write and gold holds (``--odd-names``: names
 #: Delta can store that SQL tools must quote; Qlik writes them upper-cased).
-COL = {c: c for c in ("region", "id", *COLUMNS, *WIDE_TYPES, *EXACT_TYPES)}
+COL = {c: c for c in ("region", "id", *COLUMNS, *WIDE_TYPES, *EXACT_TYPES, "note")}
 ODD_NAMES = {"region": "région/eu", "id": "row.id", "name": "Nachname-Ä", "qty": "qty#1",
              "price": "unit.price", "born": "born:on", "seen": "zuletzt_gesehen", "flag": "flag?",
              "ratio": "ratio%", "big": "big[0]", "blob": "blob$", "uid": "uid'x", "tod": "Uhrzeit~",
@@ -334,8 +346,8 @@ def history(rng: random.Random, keys: int, changes: int, repeat_rows: bool = Fal
             touched.add(key)
             row = {"name": rng.choice(NAMES), "qty": rng.choice([None, 0, 1, 7, 2**31 - 1]),
                    "price": rng.choice([None, "0.00", "1.50", "19.99", "-3.25", "99999999.99"])}
-            row.update({c: rng.choice({**WIDE_VALUES, **EXACT_VALUES}[c]) for c in COLUMNS
-                        if c in WIDE_VALUES or c in EXACT_VALUES})
+            row.update({c: rng.choice({**WIDE_VALUES, **EXACT_VALUES, **ADDED_VALUES}[c]) for c in COLUMNS
+                        if c in WIDE_VALUES or c in EXACT_VALUES or c in ADDED_VALUES})
             form = rng.random()
             any_free = len(dead) > sum(1 for k in excluded if has(dead, k))
             if key not in live:
@@ -392,6 +404,28 @@ def merge_tables(rng: random.Random, histories: dict[str, list[Change]]) -> list
         parts = [q.pop(0) for q in ready] if len(ready) > 1 and rng.random() < 0.35 else [rng.choice(ready).pop(0)]
         tx += 1
         out += [dataclasses.replace(c, tx=tx, pos=pos) for pos, c in enumerate((c for part in parts for c in part), 1)]
+    return out
+
+
+def added_from(changes: list[Change]) -> int:
+    """``--add-column``: the transaction the column is added at, the middle one of ``changes``."""
+    txs = sorted({c.tx for c in changes})
+    return txs[len(txs) // 2]
+
+
+def with_added_column(changes: list[Change]) -> list[Change]:
+    """``changes`` with ``note`` NULL in every change before :func:`added_from`, and each change's
+    before image the row as the changes before it left it (a key's before image is its last after)."""
+    start = added_from(changes)
+    rows: dict[tuple[str, int], dict] = {}
+    out = []
+    for c in changes:
+        after = c.after if c.after is None or c.tx >= start else {**c.after, "note": None}
+        before = None if c.before is None else rows[(c.table, c.before_key)]
+        out.append(dataclasses.replace(c, before=before, after=after))
+        rows.pop((c.table, c.before_key), None)
+        if after is not None:
+            rows[(c.table, c.key)] = after
     return out
 
 
@@ -565,10 +599,12 @@ def cdc_ct(c: Change) -> list[str]:
 
 
 def ces(c: Change, rng: random.Random) -> list[str]:
+    added = ADDED["on"] and c.tx >= ADDED["from"]
+
     def image(row, key):
         if row is None:
             return None
-        return out_names(rendered("ces", {**key_of(key), **row}))
+        return out_names(rendered("ces", {k: v for k, v in {**key_of(key), **row}.items() if k != "note" or added}))
 
     if c.old_key is not None:  # a key change: a delete of the old key, then an insert of the new one
         return [line for part in _as_delete_and_insert(c) for line in ces(part, rng)]
@@ -577,7 +613,8 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     if c.op == "UPDATE" and c.form < 0.5:
         old = None  # as the seed's update: "old": "{}"
     seq = c.pos * 2 + (c.op == "INSERT")  # a key change's insert after its delete, at the same position
-    ev = ces_event(op, table=c.table, cols=[(COL[k], types_of(k)[1]) for k in columns()], old=old,
+    cols = [(COL[k], types_of(k)[1]) for k in columns() if k != "note" or added]
+    ev = ces_event(op, table=c.table, cols=cols, old=old,
                    current=image(c.after, c.key), pk={COL[k]: str(v) for k, v in key_of(c.key).items()},
                    lsn=commit_hex(c), seq=seq, eid=f"e-{c.tx}-{seq}")
     if rng.random() < 0.2:  # a large event cut into segments, which land apart
@@ -585,18 +622,25 @@ def ces(c: Change, rng: random.Random) -> list[str]:
     return [json.dumps(ev)]
 
 
-def qlik_metadata(table: str = "hist") -> str:
-    """The metadata message of dbo.<table> (version 1), with the column names in force."""
+def qlik_versions() -> list[int]:
+    """The metadata versions of a Qlik table: 1, and with ``--add-column`` 2 (the one with ``note``)."""
+    return [1, 2] if ADDED["on"] else [1]
+
+
+def qlik_metadata(table: str = "hist", version: int = 1) -> str:
+    """The metadata message of dbo.<table>, ``version`` (2: after ``--add-column``'s ALTER), with the
+    column names in force."""
+    cols = [c for c in columns() if c != "note" or version >= 2]
     return json.dumps({
         "magic": "atMSG", "type": "MD", "headers": None, "messageSchemaId": None, "messageSchema": None,
         "message": {
-            "schemaId": f"s-{table}-1",
-            "lineage": {"server": "qlik-srv", "task": "task", "schema": "dbo", "table": table, "tableVersion": 1,
-                        "timestamp": "2025-01-01T00:00:00.000"},
+            "schemaId": f"s-{table}-{version}",
+            "lineage": {"server": "qlik-srv", "task": "task", "schema": "dbo", "table": table, "tableVersion": version,
+                        "timestamp": f"2025-01-0{version}T00:00:00.000"},
             "tableStructure": {"tableColumns": {
                 COL[c].upper(): {"ordinal": i, **types_of(c)[2],
                                  **({"primaryKeyPosition": key_names().index(c) + 1} if c in key_names() else {})}
-                for i, c in enumerate(columns(), start=1)
+                for i, c in enumerate(cols, start=1)
             }},
         },
     })
@@ -607,8 +651,13 @@ CES_COLS = [(c, TYPES[c][1]) for c in ("id", *COLUMNS)]
 
 
 def qlik(c: Change, last_of_tx: bool) -> list[str]:
+    version = 2 if ADDED["on"] and c.tx >= ADDED["from"] else 1  # typed by the metadata version in force
+
     def image(row, key):
-        return None if row is None else {k.upper(): v for k, v in out_names(rendered("qlik", {**key_of(key), **row})).items()}
+        if row is None:
+            return None
+        row = {k: v for k, v in {**key_of(key), **row}.items() if k != "note" or version >= 2}
+        return {k.upper(): v for k, v in out_names(rendered("qlik", row)).items()}
 
     data = image(c.before, c.key) if c.op == "DELETE" else image(c.after, c.key)
     headers = {"operation": c.op, "changeSequence": f"20250101{c.tx * 1000 + c.pos:027d}",
@@ -621,7 +670,7 @@ def qlik(c: Change, last_of_tx: bool) -> list[str]:
     if c.form < 0.5:  # the atMSG envelope, routed by the metadata's schemaId
         return [json_line({"magic": "atMSG", "type": "DT", "headers": None, "messageSchemaId": None,
                             "messageSchema": None, "message": {"data": data, "beforeData": before,
-                                                               "headers": {**headers, "externalSchemaId": f"s-{c.table}-1"}}})]
+                                                               "headers": {**headers, "externalSchemaId": f"s-{c.table}-{version}"}}})]
     return [json_line({"schema": "dbo", "table": c.table, "data": data, "beforeData": before, "headers": headers})]
 
 
@@ -640,6 +689,7 @@ def records(producer: str, changes: list[Change], rng: random.Random, *, initial
     """``changes`` in ``producer``'s format; ``initial_load``: with ``--snapshot``, the first
     transactions of inserts as its initial load (a hand-off's Debezium part, from a later commit on, has none)."""
     on = SNAPSHOT["on"] and initial_load and producer.startswith(("debezium", "qlik"))
+    ADDED["from"] = added_from(changes) if ADDED["on"] else 0
     SNAPSHOT["txs"] = snapshot_txs(changes) if on else frozenset()
     last = {}
     for c in changes:
@@ -922,6 +972,9 @@ def main() -> int:
     ap.add_argument("--two-tables", action="store_true",
                     help="every source carries a second table, dbo.hist2, in the same landing (change tables: "
                     "files of its own capture instance); a third of the transactions change both")
+    ap.add_argument("--add-column", action="store_true",
+                    help="the tables gain a column, note, at the history's middle transaction; CES events and "
+                    "Qlik's metadata version 2 have it only from there (schema evolution), the others from the start")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
                     help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
@@ -942,6 +995,9 @@ def main() -> int:
         NAMES.extend(NASTY_NAMES)
     if args.two_tables:
         TABLES.append("hist2")
+    if args.add_column:
+        ADDED["on"] = True
+        COLUMNS.append("note")
     only = set(args.only.split(","))
     base = args.folder.resolve()
     shutil.rmtree(base, ignore_errors=True)
@@ -950,17 +1006,22 @@ def main() -> int:
     plans, histories = {}, {}
     for producer in SOURCES:
         histories[producer] = tables_history(rng, args.keys, args.changes, args.repeat_rows)
+        if ADDED["on"]:
+            histories[producer] = with_added_column(histories[producer])
         if producer == "cdc_ct" and len(TABLES) > 1:  # an export file holds one capture instance
             plans[producer] = [deliveries(records(producer, [c for c in histories[producer] if c.table == t], rng),
                                           args.runs, rng) for t in TABLES]
             continue
         lines = records(producer, histories[producer], rng)
         plan = deliveries(lines, args.runs, rng)
-        for t in TABLES if producer == "qlik" else ():  # each table's metadata message lands in any run, before or after its data
+        for t, v in ((t, v) for t in TABLES for v in qlik_versions()) if producer == "qlik" else ():
+            # each metadata message lands in any run, before or after its data
             run = plan[rng.randrange(args.runs) if args.qlik_metadata == "any" else 0]
-            run[rng.randrange(len(run))].insert(0, qlik_metadata(t))
+            run[rng.randrange(len(run))].insert(0, qlik_metadata(t, v))
         plans[producer] = plan
     histories["handoff"] = history(rng, args.keys, args.changes, args.repeat_rows)
+    if ADDED["on"]:
+        histories["handoff"] = with_added_column(histories["handoff"])
     ct_lines, dbz_lines = handoff_records(histories["handoff"], rng)
     ct, dbz, ho_table, ct_pattern, dbz_pattern = HANDOFF
     landings = {**{p: [(s, pat)] for p, (s, _, pat) in SOURCES.items()}, "handoff": [(ct, ct_pattern), (dbz, dbz_pattern)]}

@@ -194,3 +194,23 @@ def test_a_two_table_history_keeps_each_tables_order_and_shares_some_commits():
             flat = [json.loads(x) for x in h.debezium_flat(c) if x != "null"]
             assert {x.get("payload", x)["__table"] for x in flat} == {c.table}, c
     assert shared >= 20, shared
+
+
+def test_an_added_column_is_null_before_its_transaction_and_before_images_follow():
+    """tests/histories.py ``--add-column``: ``note`` is NULL in every change before the middle
+    transaction and drawn after it, and every before image is what the changes before it left
+    (else the reference and the rendered old images would disagree about the row)."""
+    h.COLUMNS.append("note")
+    try:
+        for seed in range(10):
+            changes = h.with_added_column(h.history(random.Random(seed), 3, 80, True))
+            start = h.added_from(changes)
+            assert all(c.after is None or c.after["note"] is None for c in changes if c.tx < start)
+            assert any(c.after and c.after["note"] for c in changes if c.tx >= start), seed
+            rows: dict[int, dict] = {}
+            for c in changes:
+                assert c.before == rows.pop(c.before_key, None), (seed, c)
+                if c.after is not None:
+                    rows[c.key] = c.after
+    finally:
+        h.COLUMNS.remove("note")
