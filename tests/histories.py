@@ -142,9 +142,9 @@ EXACT_VALUES = {  # dto as SQL Server's text; the decimals as text with their sc
 #: ``--add-column``: a column ``note`` the table gains at the history's middle transaction
 #: (``ALTER TABLE ... ADD note nvarchar(20)``): every change before it has ``note`` NULL, and CES
 #: events before it do not list it in ``eventsource.cols`` nor hold it in their images (the other
-#: producers' tables have it from the start, NULL until then). ``from``: the current history's first
-#: transaction with it (set by :func:`records`).
-ADDED = {"on": False, "from": 0}
+#: producers' tables have it from the start, NULL until then). Each change says which side of the
+#: ALTER it is on (:attr:`Change.noted`, set by :func:`with_added_column`).
+ADDED = {"on": False}
 ADDED_VALUES = {"note": [None, "first", "ünïcode ✓", "", "x" * 20]}
 _EPOCH = datetime(1970, 1, 1)
 #: ``--debezium-schema``: Debezium events in the JSON converter's schema envelope
@@ -304,6 +304,7 @@ class Change:
     old_key: int | None = None  # an UPDATE that changes the primary key: the key before it
     form: float = 0.0  # a draw in [0, 1) a renderer may use to pick one of its producer's forms
     table: str = "hist"  # the source table (dbo.<table>); ``--two-tables``: hist or hist2
+    noted: bool = False  # ``--add-column``: made after the ALTER (CES lists ``note``, Qlik's version 2 types it)
 
     @property
     def before_key(self) -> int:
@@ -422,7 +423,7 @@ def with_added_column(changes: list[Change]) -> list[Change]:
     for c in changes:
         after = c.after if c.after is None or c.tx >= start else {**c.after, "note": None}
         before = None if c.before is None else rows[(c.table, c.before_key)]
-        out.append(dataclasses.replace(c, before=before, after=after))
+        out.append(dataclasses.replace(c, before=before, after=after, noted=c.tx >= start))
         rows.pop((c.table, c.before_key), None)
         if after is not None:
             rows[(c.table, c.key)] = after
@@ -450,9 +451,10 @@ def _b64_decimal(text: str | None, scale: int = 2) -> str | None:
 
 
 def _as_delete_and_insert(c: Change) -> list[Change]:
-    """A key change as two changes of one position: the old key's delete, then the new key's insert."""
-    return [Change("DELETE", c.before_key, c.before, None, c.tx, c.pos, table=c.table),
-            Change("INSERT", c.key, None, c.after, c.tx, c.pos, table=c.table)]
+    """A key change as two changes of one position: the old key's delete, then the new key's insert
+    (each keeping every other field of the change: its table, its side of an added column)."""
+    return [dataclasses.replace(c, op="DELETE", key=c.before_key, after=None, old_key=None, form=0.0),
+            dataclasses.replace(c, op="INSERT", before=None, old_key=None, form=0.0)]
 
 
 def debezium(c: Change) -> list[str]:
@@ -524,6 +526,7 @@ def debezium_with_metadata(changes: list[Change], rng: random.Random) -> tuple[d
     of the documentation's example or as numbers); the boundary records, payload only or in the
     JSON converter's schema envelope, count the events (a key change's delete and create are two)."""
     events: dict[int, list[str]] = {}
+    counts: dict[int, dict[str, int]] = {}  # per transaction, its events per table so far
     for c in changes:
         for line in debezium(c):
             if line == "null":  # a tombstone: not an event of the transaction
@@ -533,9 +536,9 @@ def debezium_with_metadata(changes: list[Change], rng: random.Random) -> tuple[d
             if c.tx in SNAPSHOT["txs"]:  # a snapshot read: no transaction
                 events.setdefault(c.tx, []).append(line)
                 continue
-            mine = [json.loads(x) for x in events.get(c.tx, []) if x != "null"]
-            n = len(mine) + 1  # the event's place in its transaction, and among its table's events there
-            in_table = sum(1 for x in mine if x["source"]["table"] == c.table) + 1
+            per_table = counts.setdefault(c.tx, {})
+            per_table[c.table] = in_table = per_table.get(c.table, 0) + 1  # its place among its table's events
+            n = sum(per_table.values())  # and in its transaction
             as_text = rng.random() < 0.5
             doc["transaction"] = {"id": doc["source"]["commit_lsn"], "total_order": str(n) if as_text else n,
                                   "data_collection_order": str(in_table) if as_text else in_table}
@@ -544,11 +547,8 @@ def debezium_with_metadata(changes: list[Change], rng: random.Random) -> tuple[d
     for tx, lines in events.items():
         if tx in SNAPSHOT["txs"]:
             continue
-        docs = [json.loads(x) for x in lines if x != "null"]
-        tid, n = docs[0]["transaction"]["id"], len(docs)
-        per_table: dict[str, int] = {}
-        for d in docs:
-            per_table[d["source"]["table"]] = per_table.get(d["source"]["table"], 0) + 1
+        tid, per_table = json.loads(next(x for x in lines if x != "null"))["transaction"]["id"], counts[tx]
+        n = sum(per_table.values())
         begin = {"status": "BEGIN", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": None, "data_collections": None}
         end = {"status": "END", "id": tid, "ts_ms": 1700000000000 + tx, "event_count": n,
                "data_collections": [{"data_collection": f"testDB.dbo.{t}", "event_count": k} for t, k in per_table.items()]}
@@ -599,7 +599,7 @@ def cdc_ct(c: Change) -> list[str]:
 
 
 def ces(c: Change, rng: random.Random) -> list[str]:
-    added = ADDED["on"] and c.tx >= ADDED["from"]
+    added = c.noted
 
     def image(row, key):
         if row is None:
@@ -651,7 +651,7 @@ CES_COLS = [(c, TYPES[c][1]) for c in ("id", *COLUMNS)]
 
 
 def qlik(c: Change, last_of_tx: bool) -> list[str]:
-    version = 2 if ADDED["on"] and c.tx >= ADDED["from"] else 1  # typed by the metadata version in force
+    version = 2 if c.noted else 1  # typed by the metadata version in force
 
     def image(row, key):
         if row is None:
@@ -689,7 +689,6 @@ def records(producer: str, changes: list[Change], rng: random.Random, *, initial
     """``changes`` in ``producer``'s format; ``initial_load``: with ``--snapshot``, the first
     transactions of inserts as its initial load (a hand-off's Debezium part, from a later commit on, has none)."""
     on = SNAPSHOT["on"] and initial_load and producer.startswith(("debezium", "qlik"))
-    ADDED["from"] = added_from(changes) if ADDED["on"] else 0
     SNAPSHOT["txs"] = snapshot_txs(changes) if on else frozenset()
     last = {}
     for c in changes:
