@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
 from dataclasses import replace
 from decimal import Decimal
 
@@ -255,6 +256,58 @@ def test_columns_are_discovered_from_a_schema_envelope_in_the_landing_folder(tmp
     assert [(c.name, c.spark_type) for c in debezium.columns_for(table, src)] == [
         ("id", "int"), ("first_name", "string"), ("last_name", "string"), ("email", "string"),
     ]
+
+
+def test_a_column_the_source_adds_later_is_discovered_from_the_envelopes_that_carry_it(tmp_path):
+    """``ALTER TABLE ... ADD tier`` and a new capture instance: the connector's schema gains the
+    column from there. Discovery took the first envelope only, so ``tier`` was never landed; its
+    envelopes may lie deep in a file (past the 1,000 lines discovery read of each) or in a file
+    named before the old shape's."""
+    def with_tier(ev):
+        for f in ev["schema"]["fields"]:
+            if f["field"] in ("before", "after"):
+                f["fields"].append({"type": "string", "optional": True, "field": "tier"})
+        for image in ("before", "after"):
+            if ev["payload"][image] is not None:
+                ev["payload"][image]["tier"] = "gold"
+        return ev
+
+    old = json.dumps(seed_event())
+    (tmp_path / "b-1.json").write_text((old + "\n") * 1500 + json.dumps(with_tier(seed_event())) + "\n")
+    src = SourceConfig(name="inventory", format="debezium", landing=str(tmp_path))
+    table = TableConfig(name="customers", source=src, schema="dbo", table="customers", keys=("id",))
+    want = [("id", "int"), ("first_name", "string"), ("last_name", "string"), ("email", "string"), ("tier", "string")]
+    assert [(c.name, c.spark_type) for c in debezium.columns_for(table, src)] == want
+    (tmp_path / "a-0.json").write_text(json.dumps(with_tier(seed_event())) + "\n" + old + "\n")  # the new shape first
+    assert [(c.name, c.spark_type) for c in debezium.columns_for(table, src)] == want
+
+
+def test_discovery_reads_only_the_files_landed_since_the_last_run(tmp_path, monkeypatch):
+    """Every landed line is read for its schema, so each run would read all the files ever landed:
+    a local run keeps what each file holds in its state folder, by size and modification time."""
+    from sqlcdc.formats import _connect_discovery
+    from sqlcdc.formats.base import STATE_DIR_ENV
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    monkeypatch.setattr(_connect_discovery, "_MEMO", {})
+    (tmp_path / "in").mkdir()
+    old = tmp_path / "in" / "a.json"
+    old.write_text(json.dumps(_with_schema_fields(lambda fs: fs.append({"type": "string", "optional": True,
+                                                                          "field": "legacy"}))) + "\n")
+    src = SourceConfig(name="inventory", format="debezium", landing=str(tmp_path / "in"))
+    table = TableConfig(name="customers", source=src, schema="dbo", table="customers", keys=("id",))
+    assert [c.name for c in debezium.columns_for(table, src)][-1] == "legacy"
+    # the next run (another process: nothing in memory); a.json is the same file by size and time
+    # (its text swapped for one without a schema, to show it is not read again), b.json is new
+    st = old.stat()
+    old.write_text("x" * (st.st_size - 1) + "\n")
+    os.utime(old, ns=(st.st_atime_ns, st.st_mtime_ns))
+    monkeypatch.setattr(_connect_discovery, "_MEMO", {})
+    (tmp_path / "in" / "b.json").write_text(json.dumps(seed_event()) + "\n")
+    assert [c.name for c in debezium.columns_for(table, src)] == ["id", "first_name", "last_name", "email", "legacy"]
+    old.write_text(json.dumps(seed_event()) + "\n")  # changed: read again
+    monkeypatch.setattr(_connect_discovery, "_MEMO", {})
+    assert [c.name for c in debezium.columns_for(table, src)] == ["id", "first_name", "last_name", "email"]
 
 
 def test_missing_columns_and_no_schema_envelope_is_a_config_error_naming_the_table(tmp_path):

@@ -22,8 +22,8 @@ serial 1 + INSERT(new key) serial 2 in the same commit; gold ends with the old k
 key present.
 
 Types: each column's value is read as JSON text and typed from its Kafka Connect schema, taken from
-the table config's ``columns:`` or, when absent, from the first envelope in the landing folder
-that carries a schema for the table (:func:`columns_for`). Logical types:
+the table config's ``columns:`` or, when absent, from the envelopes in the landing folder that
+carry a schema for the table, every column any of them names (:func:`columns_for`). Logical types:
 
 ======================================================  ================  ==================
 Connect schema (type / name)                            Spark type        encoding
@@ -63,7 +63,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_fast, _debezium_tx
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats._debezium_events import OPS, SOURCE_FIELDS, changed_columns, claims, epoch_millis, matches, op_name
-from sqlcdc.formats._connect_discovery import first_usable_schema, no_usable_schema, schema_envelope
+from sqlcdc.formats._connect_discovery import Reader, landed_shapes, no_usable_schema, shapes_of, union_of
 from sqlcdc.formats._sqlserver import means_sql_server_type, spec_for_sql_type
 from sqlcdc.formats._json_numbers import images_as_written
 from sqlcdc.formats.base import claimants, json_trim, nested_keys_in, one_json_value, read_text_lines, record_id
@@ -413,8 +413,9 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
 
 
 def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[ColumnSpec]:
-    """The table's typed columns: from ``columns:`` in its config, else from the first envelope in
-    the landing folder that carries a usable Kafka Connect schema for it (:mod:`._connect_discovery`)."""
+    """The table's typed columns: from ``columns:`` in its config, else from the envelopes in the
+    landing folder that carry a usable Kafka Connect schema for it, every column any of them names
+    (:mod:`._connect_discovery`: a column the source added later is landed from there on)."""
     if table.columns:
         return [spec_from_config(c) for c in table.columns]
     found = discover_schema(source.landing, table) if source.landing else None
@@ -429,34 +430,33 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     return found
 
 
-def discover_schema(landing: str, table: TableConfig, max_lines_per_file: int = 1000,
-                    read_line: Callable[[str, Path], list[ColumnSpec] | None] | None = None) -> list[ColumnSpec] | None:
-    """Scan landed files (plain local folders) for a schema-bearing envelope of ``table`` whose
-    schema can define it; ``read_line(line, file)`` reads one line (default: a full envelope's
-    ``before``/``after`` schema). None when no envelope of the table has a schema; unusable schemas
-    are passed over, and if every one found is unusable, :class:`ConfigError` names the first."""
-    rejected: list[tuple[str, str]] = []
-    found = first_usable_schema(landing, read_line or (lambda line, _: _schema_in_line(line, table)),
-                                max_lines_per_file=max_lines_per_file, rejected=rejected)
+def discover_schema(landing: str, table: TableConfig, reader: Reader | None = None) -> list[ColumnSpec] | None:
+    """The union of the columns of ``table``'s schema-bearing envelopes landed (local folders):
+    :func:`~._connect_discovery.union_of`; ``reader`` reads the lines (default: :data:`ENVELOPES`).
+    None when none has a schema; unusable schemas are passed over, and if every one found is
+    unusable, :class:`ConfigError` names the first."""
+    shapes, rejected = shapes_of(table, landed_shapes(landing, reader or ENVELOPES))
+    found = union_of(shapes, rejected=rejected)
     if found is None and rejected:
         raise no_usable_schema(table, rejected)
     return found
 
 
-def _schema_in_line(line: str, table: TableConfig) -> list[ColumnSpec] | None:
-    found = schema_envelope(line)
-    if found is None:
-        return None
-    schema, payload = found
+def _table_of(payload: dict, _: Path) -> tuple[str | None, str] | None:
     src = payload.get("source") or {}
-    if str(src.get("table", "")).lower() != table.table.lower():
-        return None
-    if str(src.get("schema", table.schema)).lower() != table.schema.lower():
-        return None
+    name, schema = src.get("table"), src.get("schema")
+    return None if name is None else (None if schema is None else str(schema).lower(), str(name).lower())
+
+
+def _row_fields(schema: dict) -> list | None:
     for f in schema.get("fields", []):
         if f.get("field") in ("after", "before") and f.get("type") == "struct":
-            return [spec_from_connect_field(c) for c in f.get("fields", [])]
+            return f.get("fields", [])
     return None
+
+
+#: A full envelope's table (``source.schema``, ``source.table``) and row (its ``before``/``after`` struct).
+ENVELOPES = Reader("envelope", _table_of, _row_fields, spec_from_connect_field)
 
 
 class Debezium(Decoder):

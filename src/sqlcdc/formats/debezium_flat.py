@@ -44,6 +44,7 @@ Example source::
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -52,7 +53,7 @@ from pyspark.sql import functions as F
 from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder
 from sqlcdc.formats import debezium as dbz
-from sqlcdc.formats._connect_discovery import schema_envelope
+from sqlcdc.formats._connect_discovery import Reader
 from sqlcdc.formats._json_numbers import object_as_written
 from sqlcdc.formats.base import json_trim, landed_folder, nested_keys_in, one_json_value
 from sqlcdc.values import ColumnSpec
@@ -144,14 +145,13 @@ def unrouted(bronze: DataFrame, source: SourceConfig, tables: Iterable[TableConf
 
 
 def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | None = None) -> list[ColumnSpec]:
-    """``columns:`` of the table config, else the Connect schema of the first record of the table
-    landed with one (``{"schema": ..., "payload": ...}`` naming the table in ``<prefix>table``, or in
-    a folder named after its topic)."""
+    """``columns:`` of the table config, else every column the Connect schemas of the table's records
+    landed with one name (``{"schema": ..., "payload": ...}`` naming the table in ``<prefix>table``,
+    or in a folder named after its topic), as :func:`sqlcdc.formats.debezium.discover_schema`."""
     if table.columns:
         return [dbz.spec_from_config(c) for c in table.columns]
     p = prefix_of(source)
-    found = dbz.discover_schema(source.landing, table, read_line=lambda line, path: _schema_in_line(
-        line, table, p, path.parent.name)) if source.landing else None
+    found = dbz.discover_schema(source.landing, table, _reader(p)) if source.landing else None
     if found is None:
         raise ConfigError([
             f"{table.file}:1: columns: table {table.qualified} has no `columns:` and no flattened record with a schema "
@@ -160,21 +160,21 @@ def columns_for(table: TableConfig, source: SourceConfig, spark: SparkSession | 
     return found
 
 
-def _schema_in_line(line: str, table: TableConfig, p: str, folder: str = "") -> list[ColumnSpec] | None:
-    """The columns of a ``{"schema", "payload"}`` line of ``table``: named by ``<p>table`` (and
-    ``<p>schema``) in the payload, else by the folder the file landed in (named after its topic)."""
-    found = schema_envelope(line)
-    if found is None:
-        return None
-    schema, payload = found
-    parts = folder.split(".")
-    named = (parts[-2], parts[-1]) if len(parts) >= 3 else (None, None)
-    name = payload.get(p + "table", payload.get(p + "source_table", named[1]))
-    in_schema = payload.get(p + "schema", payload.get(p + "source_schema", named[0] or table.schema))
-    if str(name).lower() != table.table.lower() or str(in_schema).lower() != table.schema.lower():
-        return None
-    fields = [f for f in schema.get("fields", []) if isinstance(f, dict) and not str(f.get("field", "")).startswith(p)]
-    return [dbz.spec_from_connect_field(f) for f in fields] or None
+def _reader(p: str) -> Reader:
+    """Flattened records with a schema: the table named by ``<p>table`` (and ``<p>schema``) in the
+    payload, else by the folder the file landed in (named after its topic); the row is the
+    record's fields but the SMT's own (``<p>...``)."""
+    def table_of(payload: dict, path: Path) -> tuple[str | None, str] | None:
+        parts = path.parent.name.split(".")
+        named = (parts[-2], parts[-1]) if len(parts) >= 3 else (None, None)
+        name = payload.get(p + "table", payload.get(p + "source_table", named[1]))
+        schema = payload.get(p + "schema", payload.get(p + "source_schema", named[0]))
+        return None if name is None else (None if schema is None else str(schema).lower(), str(name).lower())
+
+    def fields_of(schema: dict) -> list:
+        return [f for f in schema.get("fields", []) if isinstance(f, dict) and not str(f.get("field", "")).startswith(p)]
+
+    return Reader(f"flattened {p}", table_of, fields_of, dbz.spec_from_connect_field)
 
 
 class DebeziumFlattened(dbz.Debezium):
