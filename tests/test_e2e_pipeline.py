@@ -4,7 +4,8 @@ Each real run costs ~40 s of Spark start-up on 2 cores, so one pipeline carries 
 scenario (docs/testing.md): a Debezium feed (bronze -> silver -> gold, quarantine, conservation),
 the CES seed's insert/update/delete of Purchases 105 and the Qlik customers story (full load, CDC
 with partial masks, a key change, a delete, tableVersion 2 adding TIER). The second run lands one new
-file per source and must read only those. A second Qlik source gets the full load in run 1 and its
+file per source and must read only those; Debezium's carries a column added at the source (``tier``,
+in its Connect schemas), which the files' table discovers, so its streaming silver is recomputed. A second Qlik source gets the full load in run 1 and its
 metadata message only in run 2 (at-least-once transports reorder them): run 1 must not stop, its
 data waits in quarantine, and run 2 takes it to silver and gold.
 
@@ -29,6 +30,7 @@ sources to compare with: each real run costs minutes of start-up and planning on
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -74,7 +76,7 @@ TOPICS = {"stream": "server1.dbo.customers.e2e", "ces_stream": "ces.purchases", 
           "killed": "server1.dbo.customers.kill"}
 #: Debezium on Kafka needs its columns (no schema envelope to discover them from).
 DBZ_COLUMNS = "columns:\n" + "".join(f"  - {{name: {n}, type: {t}}}\n" for n, t in (
-    ("id", "int32"), ("first_name", "string"), ("last_name", "string"), ("email", "string")))
+    ("id", "int32"), ("first_name", "string"), ("last_name", "string"), ("email", "string"), ("tier", "string")))
 KILLED_KEYS = 300
 
 
@@ -89,10 +91,34 @@ def kafka_sources(bootstrap: str) -> str:
             "      options: {maxOffsetsPerTrigger: 110}\n")  # 6 micro-batches: room to be killed mid-way
 
 
+def inventory_text(name: str) -> str:
+    """The demo's Debezium file ``name``; ``002-changes.json`` as the connector writes it after
+    ``ALTER TABLE customers ADD tier`` and a new capture instance: ``tier`` in each event's Connect
+    schema and images (1005 becomes "gold"). The files' table discovers its columns, so run 2 gains
+    one: ``sqlcdc run`` drops silver_customers and its stream progress (a streaming table's struct
+    cannot change in place), and SDP streams all of bronze into it again."""
+    text = (SAMPLES / name).read_text()
+    if name != "002-changes.json":
+        return text
+    out = []
+    for raw in text.splitlines():
+        if raw.strip():
+            ev = json.loads(raw)
+            for f in ev["schema"]["fields"]:
+                if f["field"] in ("before", "after"):
+                    f["fields"].append({"type": "string", "optional": True, "field": "tier"})
+            for image, tier in (("before", None), ("after", "gold")):
+                if ev["payload"][image] is not None:
+                    ev["payload"][image]["tier"] = tier
+            raw = json.dumps(ev)
+        out.append(raw)
+    return "\n".join(out) + "\n"
+
+
 def produce_all(spark, bootstrap: str) -> dict[int, str]:
     """Every event of the file sources' two runs, and the killed topic's; returns its expected SCD1."""
     dbz = [v for name in sorted(p.name for p in SAMPLES.glob("*.json"))
-           for v in map(dbz_value, (SAMPLES / name).read_text().splitlines())]
+           for v in map(dbz_value, inventory_text(name).splitlines())]
     produce(spark, bootstrap, TOPICS["stream"], dbz)
     produce(spark, bootstrap, TOPICS["ces_stream"], [ces_line(n) for n in ("insert", "update", "delete")])
     produce(spark, bootstrap, TOPICS["qlik_stream"],
@@ -241,7 +267,7 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, broker, t
     hostile_tables = corpus.snapshot(spark, wh / "tables")
 
     # --- run 2: one new file per source; each source reads only it ------------------------------
-    shutil.copy(SAMPLES / "002-changes.json", dbz_in / "002-changes.json")
+    (dbz_in / "002-changes.json").write_text(inventory_text("002-changes.json"))  # tier added at the source
     (ces_in / "b.json").write_text(ces_line("delete") + "\n")
     shutil.copy(QLIK / "03_cdc.jsonl", qlik_in / "03_cdc.jsonl")  # with the tableVersion 2 metadata mid-file
     shutil.copy(QLIK / "01_metadata_v1.jsonl", late_in / "01_metadata_v1.jsonl")
@@ -257,6 +283,9 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, broker, t
     assert len(rebuilt) == 1 and rebuilt[0].startswith("sqlcdc run: the columns of dbo.customers changed"), second.stdout[-3000:]
     assert rebuilt[0].endswith("silver_crm_customers") and "decoded_" in rebuilt[0]
     assert second.stdout.count("starting the pipeline") == 1
+    # Debezium's envelopes of 002 carry tier: silver_customers is streamed from bronze again
+    assert ("sqlcdc run: the columns of dbo.customers changed (added tier): silver_customers is recomputed "
+            "from bronze") in second.stdout, second.stdout[-3000:]
 
     bronze = table(spark, wh, "bronze_inventory")
     assert bronze.count() == 16
@@ -267,8 +296,8 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, broker, t
     assert all(r.bronze_file.endswith("002-changes.json") for r in new)
     assert {r.op for r in new} == {"DELETE", "UPDATE"}
 
-    scd1 = {r.id: r.first_name for r in table(spark, wh, "gold_customers_scd1").collect()}
-    assert scd1 == {1001: "sally", 1004: "anne", 1005: "johnny", 1012: "george"}
+    scd1 = {r.id: (r.first_name, r.tier) for r in table(spark, wh, "gold_customers_scd1").collect()}
+    assert scd1 == {1001: ("sally", None), 1004: ("anne", None), 1005: ("johnny", "gold"), 1012: ("george", None)}
     versions = {}
     for r in table(spark, wh, "gold_customers_scd2").collect():
         versions.setdefault(r.id, []).append((r.first_name, r.last_name, r["__END_AT"] is None))

@@ -53,6 +53,43 @@ def test_the_run_drops_the_tables_of_a_changed_silver_and_leaves_the_rest(spark)
     assert exists == {"silver_rs_customers": False, "decoded_rs_customers": False, "silver_rs_orders": True}
 
 
+def test_a_debezium_silver_whose_envelopes_gained_a_column_is_dropped_with_its_stream_progress(spark, tmp_path):
+    """A streaming silver's ``after`` struct cannot change in place, not even under a full refresh
+    (``DELTA_CANNOT_UPDATE_STRUCT_FIELD``): the run after the connector's schema gained ``tier``
+    failed. The run drops the table and its checkpoint, so SDP streams all of bronze into it anew;
+    a table whose columns are spelled otherwise but store the same is left alone."""
+    import sys
+    from pathlib import Path
+
+    from sqlcdc.config import SourceConfig, TableConfig
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from debezium_events import seed_event
+
+    landing = tmp_path / "in"
+    landing.mkdir()
+    ev = seed_event()
+    for f in ev["schema"]["fields"]:
+        if f["field"] in ("before", "after"):
+            f["fields"].append({"type": "string", "optional": True, "field": "tier"})
+    (landing / "a.json").write_text(json.dumps(seed_event()) + "\n" + json.dumps(ev) + "\n")
+    src = SourceConfig(name="inv", format="debezium", landing=str(landing))
+    grown = TableConfig(name="rs_dbz_customers", source=src, schema="dbo", table="customers", keys=("id",))
+    same = TableConfig(name="rs_dbz_orders", source=src, schema="dbo", table="orders", keys=("id",), columns=(
+        {"name": "id", "type": "int32"}, {"name": "code", "type": "varchar(20)"},
+        {"name": "amount", "type": "decimal(10, 2)"}, {"name": "at", "type": "datetime2(6)"}))
+    _silver(spark, grown.silver_table, "id: INT, first_name: STRING, last_name: STRING, email: STRING")
+    _silver(spark, same.silver_table, "id: INT, code: STRING, amount: DECIMAL(10,2), at: TIMESTAMP_NTZ")
+    checkpoints = tmp_path / "_checkpoints"
+    for t in (grown, same):
+        (checkpoints / "spark_catalog" / "default" / t.silver_table / "offsets").mkdir(parents=True)
+    said = []
+    assert reshape.drop_streaming_changed(spark, [grown, same], checkpoints, echo=said.append) == [grown.silver_table]
+    assert said == [f"the columns of dbo.customers changed (added tier): {grown.silver_table} is recomputed from bronze"]
+    assert not spark.catalog.tableExists(grown.silver_table) and spark.catalog.tableExists(same.silver_table)
+    assert sorted(p.name for p in (checkpoints / "spark_catalog" / "default").iterdir()) == [same.silver_table]
+
+
 def test_the_definitions_ask_on_stdout_and_read_the_answer_from_the_runs_named_pipe(monkeypatch, capsys, tmp_path):
     check = reshape.Check("dbo.customers", "silver_c", ("silver_c",), (("ID", "int"),))
     monkeypatch.delenv(reshape.CHANNEL_ENV, raising=False)

@@ -34,13 +34,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import threading
-from typing import TYPE_CHECKING, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from sqlcdc.names import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from sqlcdc.config import TableConfig
 
 CHANNEL_ENV = "SQLCDC_RESHAPE_CHANNEL"
 """The named pipe ``sqlcdc run`` answers through, in the environment of ``spark-pipelines``
@@ -141,3 +145,53 @@ def answer(spark: SparkSession, line: str) -> tuple[str, list[str]]:
         dropped.append(check.table)
         said.append(f"the columns of {check.table} changed ({change}): rebuilding {', '.join(check.drop)}")
     return json.dumps(dropped) + "\n", said
+
+
+def drop_streaming_changed(spark: SparkSession, tables: Iterable[TableConfig], checkpoints: Path,
+                           echo: Callable[[str], None] = print) -> list[str]:
+    """Drop the silver table of each table of a streaming decoder (Debezium) whose stored ``after``
+    struct differs from the columns its decoder gives now -- a column the source added (the Connect
+    schemas of the landed envelopes gained it) or an edited ``columns:`` -- and its stream's
+    progress (its folders under ``checkpoints``, SDP's ``<catalog>/<schema>/<table>``); the names
+    dropped. ``sqlcdc run`` does this before the run, so SDP creates the table with the new columns
+    and streams all of bronze into it: a streaming table's struct cannot change in place
+    (``DELTA_CANNOT_UPDATE_STRUCT_FIELD``, also under ``--full-refresh``), and a table dropped
+    without its progress would be streamed only what lands next. Batch decoders' tables are not
+    here: their definitions ask (:func:`ask_run`). A table whose columns cannot be found now is left
+    to the definitions, which say why."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    from sqlcdc import formats
+    from sqlcdc.config import ConfigError
+
+    dropped = []
+    for table in tables:
+        decoder = formats.get(table.source.format)
+        if not decoder.streaming or not spark.catalog.tableExists(table.silver_table):
+            continue
+        try:
+            wanted = _as_stored(spark, [(c.name, c.spark_type) for c in decoder.columns_for(table, table.source, spark)])
+        except (ConfigError, AnalysisException, ParseException):
+            continue
+        after = spark.read.table(table.silver_table).schema["after"].dataType
+        change = column_change([(f.name, f.dataType.simpleString()) for f in after.fields], wanted)
+        if change is None:
+            continue
+        spark.sql(f"DROP TABLE IF EXISTS {quote(table.silver_table)}")
+        for progress in checkpoints.glob(f"*/*/{table.silver_table}"):
+            shutil.rmtree(progress, ignore_errors=True)
+        dropped.append(table.silver_table)
+        echo(f"the columns of {table.qualified} changed ({change}): {table.silver_table} is recomputed from bronze")
+    return dropped
+
+
+def _as_stored(spark: SparkSession, columns: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(name, type)`` with each type as a cast to it is stored (``varchar(20)`` is a string,
+    ``decimal(10, 2)`` is ``decimal(10,2)``): a spelling of the same type is no change. Spark's
+    analysis of one ``SELECT``, no job."""
+    from pyspark.sql import functions as F
+
+    if not columns:
+        return []
+    typed = spark.range(0).select([F.lit(None).cast(t).alias(f"c{i}") for i, (_, t) in enumerate(columns)]).schema
+    return [(n, f.dataType.simpleString()) for (n, _), f in zip(columns, typed.fields)]

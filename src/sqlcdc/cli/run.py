@@ -224,10 +224,13 @@ def run_pipeline(
     log_path = spec_path.parent / "last-run.log"
     planned = unchanged.plan(cfg, warehouse)
     unchanged.forget(warehouse)  # a run that fails may leave any table half-written: the next refreshes all
+    # a streaming silver whose columns changed is dropped with its stream's progress: SDP creates it anew
+    rebuilt = reshape.drop_streaming_changed(engine.spark, cfg.tables, warehouse / "_storage" / "_checkpoints",
+                                             echo=lambda line: print(f"sqlcdc run: {line}", flush=True))
     if planned.refresh is not None and not (full_refresh or earlier):
         print(f"sqlcdc run: nothing new for {', '.join(planned.left_out)} since the last run: their tables are "
               "left as they are", flush=True)
-        cmd += ["--refresh", ",".join(planned.refresh)]
+        cmd += ["--refresh", ",".join(sorted({*planned.refresh, *rebuilt}))]  # a dropped table is created again
     if earlier and not full_refresh:
         # A selective refresh runs only the tables it names, so it is a run of its own first.
         names = sorted({d.parent.name for d in earlier})
