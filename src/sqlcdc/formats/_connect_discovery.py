@@ -118,13 +118,14 @@ def landed_shapes(landing: str, reader: Reader) -> list[Shape]:
     (a column added or dropped), which may be deep in a file. Of a line whose Connect schema is the
     very text of one already taken, only the payload is parsed, for its table. What a file holds is
     remembered while it stays as it is (size, modification time): in this process, and in a local
-    run's state folder (``<state>/discovery/connect-<kind>.json``, with sqlcdc's code digest), so a
-    run reads only the files landed since the last."""
+    run's state folder (``<state>/discovery/connect-<digest of kind and folder>.json``, with sqlcdc's
+    code digest), so a run reads only the files landed since the last."""
     root = Path(landing)
     if not root.is_dir():
         return []
     state = os.environ.get(STATE_DIR_ENV)
-    kept_path = Path(state) / CACHE_DIR / f"connect-{hashlib.sha256(reader.kind.encode()).hexdigest()[:12]}.json" if state else None
+    digest = hashlib.sha256(f"{reader.kind}\0{root.resolve()}".encode()).hexdigest()[:16]  # a file per landing
+    kept_path = Path(state) / CACHE_DIR / f"connect-{digest}.json" if state else None
     kept = read_json(kept_path) if kept_path else None
     kept = kept.get("files", {}) if isinstance(kept, dict) and kept.get("digest") == code_digest() else {}
     found: list[Shape] = []
@@ -143,8 +144,8 @@ def landed_shapes(landing: str, reader: Reader) -> list[Shape]:
         _MEMO[memo] = shapes
         keep[str(path)] = [st.st_size, st.st_mtime_ns, [_to_kept(x) for x in shapes]]
         found += shapes
-    if kept_path:
-        write_json(kept_path, {"kind": reader.kind, "digest": code_digest(), "files": keep})
+    if kept_path and keep != kept:  # every table of the folder asks: written once, when it changed
+        write_json(kept_path, {"kind": reader.kind, "landing": str(root), "digest": code_digest(), "files": keep})
     return found
 
 
