@@ -199,7 +199,8 @@ def test_a_two_table_history_keeps_each_tables_order_and_shares_some_commits():
 def test_an_added_column_is_null_before_its_transaction_and_before_images_follow():
     """tests/histories.py ``--add-column``: ``note`` is NULL in every change before the middle
     transaction and drawn after it, and every before image is what the changes before it left
-    (else the reference and the rendered old images would disagree about the row)."""
+    (else the reference and the rendered old images would disagree about the row); Debezium's
+    events hold it, in their images and Connect schemas, only from that transaction on."""
     h.COLUMNS.append("note")
     try:
         for seed in range(10):
@@ -212,5 +213,16 @@ def test_an_added_column_is_null_before_its_transaction_and_before_images_follow
                 assert c.before == rows.pop(c.before_key, None), (seed, c)
                 if c.after is not None:
                     rows[c.key] = c.after
+            # Debezium captures it from the ALTER on (a new capture instance): images and Connect schema
+            h.ADDED["on"], h.DBZ_SCHEMA["on"] = True, True
+            try:
+                events = [(c, json.loads(x)) for c in changes for x in map(h.with_connect_schema, h.debezium(c)) if x != "null"]
+            finally:
+                h.ADDED["on"], h.DBZ_SCHEMA["on"] = False, False
+            for c, ev in events:
+                images = [i for i in (ev["payload"]["before"], ev["payload"]["after"]) if i is not None]
+                row = next(f for f in ev["schema"]["fields"] if f["field"] == "after")
+                assert all(("note" in i) == (c.tx >= start) for i in images), (seed, c)
+                assert ("note" in [f["field"] for f in row["fields"]]) == (c.tx >= start), (seed, c)
     finally:
         h.COLUMNS.remove("note")
