@@ -136,8 +136,7 @@ def answer(spark: SparkSession, line: str) -> tuple[str, list[str]]:
         check = Check(raw["table"], raw["silver"], tuple(raw["drop"]), tuple(map(tuple, raw["columns"])))
         if not spark.catalog.tableExists(check.silver):
             continue
-        after = spark.read.table(check.silver).schema["after"].dataType
-        change = column_change([(f.name, f.dataType.simpleString()) for f in after.fields], check.columns)
+        change = silver_change(spark, check.silver, check.columns)
         if change is None:
             continue
         for name in check.drop:
@@ -159,8 +158,6 @@ def drop_streaming_changed(spark: SparkSession, tables: Iterable[TableConfig], c
     without its progress would be streamed only what lands next. Batch decoders' tables are not
     here: their definitions ask (:func:`ask_run`). A table whose columns cannot be found now is left
     to the definitions, which say why."""
-    from pyspark.errors import AnalysisException, ParseException
-
     from sqlcdc import formats
     from sqlcdc.config import ConfigError
 
@@ -170,11 +167,10 @@ def drop_streaming_changed(spark: SparkSession, tables: Iterable[TableConfig], c
         if not decoder.streaming or not spark.catalog.tableExists(table.silver_table):
             continue
         try:
-            wanted = _as_stored(spark, [(c.name, c.spark_type) for c in decoder.columns_for(table, table.source, spark)])
-        except (ConfigError, AnalysisException, ParseException):
+            wanted = [(c.name, c.spark_type) for c in decoder.columns_for(table, table.source, spark)]
+        except ConfigError:
             continue
-        after = spark.read.table(table.silver_table).schema["after"].dataType
-        change = column_change([(f.name, f.dataType.simpleString()) for f in after.fields], wanted)
+        change = silver_change(spark, table.silver_table, wanted)
         if change is None:
             continue
         spark.sql(f"DROP TABLE IF EXISTS {quote(table.silver_table)}")
@@ -183,6 +179,19 @@ def drop_streaming_changed(spark: SparkSession, tables: Iterable[TableConfig], c
         dropped.append(table.silver_table)
         echo(f"the columns of {table.qualified} changed ({change}): {table.silver_table} is recomputed from bronze")
     return dropped
+
+
+def silver_change(spark: SparkSession, silver: str, wanted: Sequence[tuple[str, str]]) -> str | None:
+    """How the ``after`` struct of the stored ``silver`` table differs from ``wanted`` columns
+    (:func:`column_change`, each wanted type as a cast to it is stored: :func:`_as_stored`)."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    try:
+        wanted = _as_stored(spark, list(wanted))
+    except (AnalysisException, ParseException):  # a type Spark does not know: compared as spelled
+        pass
+    after = spark.read.table(silver).schema["after"].dataType
+    return column_change([(f.name, f.dataType.simpleString()) for f in after.fields], wanted)
 
 
 def _as_stored(spark: SparkSession, columns: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -25,12 +25,10 @@ from typing import Any, Callable
 
 from sqlcdc import names
 from sqlcdc.config import ConfigError, TableConfig
+from sqlcdc.formats._discovery import CACHE_DIR
 from sqlcdc.formats.base import STATE_DIR_ENV
 from sqlcdc.runtime import code_digest, read_json, write_json
 from sqlcdc.values import ColumnSpec
-
-#: The folder, under a local run's state folder, of kept discovery (as :mod:`sqlcdc.formats._discovery`'s).
-CACHE_DIR = "discovery"
 
 __all__ = ["Reader", "Shape", "landed_shapes", "no_usable_schema", "schema_envelope", "schema_problem", "shapes_of",
            "union_of"]
@@ -126,8 +124,9 @@ def landed_shapes(landing: str, reader: Reader) -> list[Shape]:
     state = os.environ.get(STATE_DIR_ENV)
     digest = hashlib.sha256(f"{reader.kind}\0{root.resolve()}".encode()).hexdigest()[:16]  # a file per landing
     kept_path = Path(state) / CACHE_DIR / f"connect-{digest}.json" if state else None
+    code = code_digest() if kept_path else None  # a walk of sqlcdc's files: once
     kept = read_json(kept_path) if kept_path else None
-    kept = kept.get("files", {}) if isinstance(kept, dict) and kept.get("digest") == code_digest() else {}
+    kept = kept.get("files", {}) if isinstance(kept, dict) and kept.get("digest") == code else {}
     found: list[Shape] = []
     keep: dict[str, Any] = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))):
@@ -145,7 +144,7 @@ def landed_shapes(landing: str, reader: Reader) -> list[Shape]:
         keep[str(path)] = [st.st_size, st.st_mtime_ns, [_to_kept(x) for x in shapes]]
         found += shapes
     if kept_path and keep != kept:  # every table of the folder asks: written once, when it changed
-        write_json(kept_path, {"kind": reader.kind, "landing": str(root), "digest": code_digest(), "files": keep})
+        write_json(kept_path, {"kind": reader.kind, "landing": str(root), "digest": code, "files": keep})
     return found
 
 
