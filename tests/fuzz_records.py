@@ -5,7 +5,7 @@ nothing raises, every record is in exactly one place, silver reads back into Pyt
 others. Each record is one of the seed-shaped good records of that file with one random change at a
 random path (``--changes N``: N of them): a key deleted, copied or given twice, or a value replaced by raw JSON text from a pool (numbers past
 every range, ``-0``, ``1E+2``, lone surrogate and NUL escapes, nested and deep JSON, dates that are
-not, ...). Records that belong together are changed as a group, one member mutated or left out: a
+not, ...); a Debezium record may carry its Connect schema, whose fields are changed too. Records that belong together are changed as a group, one member mutated or left out: a
 CES event split in segments, a change table's 3/4 update halves. All records of a producer are
 decoded in one plan (``as_the_pipeline_decodes``); CES records landed two hours ago, so a segment of
 an incomplete event has timed out into quarantine and none waits. ``qlik_versions`` decodes a
@@ -219,6 +219,9 @@ def main() -> int:
     def dbz_delete(i: int) -> dict:
         return {**h.dbz_doc(1000 + i, op="d"), "before": h.dbz_doc(1000 + i)["after"], "after": None}
 
+    def dbz_with_schema(i: int) -> dict:  # with its Connect schema: a mutation may reach the schema's fields
+        return json.loads(h.dbz_with_schema(1000 + i))
+
     def ct_update(i: int) -> list[dict]:  # the before (3) and after (4) halves of one update
         return [h.ct_row(1000 + i, **{"__$operation": 3}), h.ct_row(1000 + i, **{"__$operation": 4}, customer="new")]
 
@@ -226,7 +229,7 @@ def main() -> int:
         return split(h.ces_doc(1000 + i), 2 + i % 2, "segment" if i % 3 else "split")
 
     producers = {
-        "debezium": ([lambda i: h.dbz_doc(1000 + i), dbz_update, dbz_delete], debezium, h.DBZ_SOURCE, h.DBZ_TABLE,
+        "debezium": ([lambda i: h.dbz_doc(1000 + i), dbz_update, dbz_delete, dbz_with_schema], debezium, h.DBZ_SOURCE, h.DBZ_TABLE,
                      h.DBZ_COLUMNS, "file:/landing/items/f.json", ()),
         "cdc_ct": ([lambda i: h.ct_row(1000 + i), ct_update], cdc_ct, h.CT_SOURCE, h.CT_TABLE,
                    cdc_ct.columns_for(h.CT_TABLE, h.CT_SOURCE), h.CT_FILE, ()),

@@ -57,6 +57,10 @@ CASES = [
       "unscaled value out of range for decimal(10,2)"),
     C("flat", "date beyond year 9999", json.dumps(flat(19, d=2932897)), "column d: cannot read"),
     C("flat", "a table not onboarded", spoiled(20, __schema="sales"), "no onboarded table for sales.items in source flat"),
+    C("flat", "Connect schema: price at another scale", json.dumps({"schema": {"type": "struct", "fields": [
+        {"field": "id", "type": "int32"}, {"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+                                            "parameters": {"scale": "3"}}]}, "payload": flat(21)}),
+      "column price: the event's Connect schema gives it Decimal scale 3, and the table reads decimal(10,2)"),
     C("flat", "payload not an object", '{"schema": {"type": "struct"}, "payload": 5}', "`payload` is not a JSON object"),
     C("flat", "NaN literal", hr.with_raw(flat(21, f="@F@"), "@F@", "NaN"), "not JSON: NaN is not a JSON value"),
     C("flat", "JSON nested 5000 levels", '{"id": 22, "name": ' + hr.DEEP + "}", "not JSON: JSON nested too deeply (5001 levels"),

@@ -154,6 +154,18 @@ def dbz_seq(id_: int) -> dict:
     return {"commit_lsn": f"00000027{0x700 + id_:08X}0005", "change_lsn": f"00000027{0x700 + id_:08X}0003", "serial": 1}
 
 
+def dbz_with_schema(id_: int, schema: object = None, **field_changes: dict) -> str:
+    """The event of :func:`dbz_doc` with its Connect schema (``schemas.enable=true``); a field of
+    ``field_changes`` is that schema's field updated by it (``price={"parameters": {...}}``)."""
+    if schema is None:
+        row = [{**f, **field_changes.get(f["field"], {})} for f in DBZ_FIELDS]
+        value = {"type": "struct", "fields": row, "optional": True, "name": "server1.dbo.items.Value"}
+        schema = {"type": "struct", "name": "server1.dbo.items.Envelope", "fields": [
+            {**value, "field": "before"}, {**value, "field": "after"},
+            {"type": "struct", "fields": [], "field": "source"}, {"type": "string", "field": "op"}]}
+    return json.dumps({"schema": schema, "payload": dbz_doc(id_)})
+
+
 DBZ_OUT_OF_RANGE = "outside SQL Server's range (year 1..9999)"
 DBZ_CASES = [
     # good records, some at the edges of the domains: all must reach silver exactly
@@ -305,6 +317,26 @@ DBZ_CASES = [
     Case("debezium", "good text starting with [ beside an object in a struct column", dbz(164, name="[x]", shape=WKB),
          after=dbz_typed(164, name="[x]", shape=json.dumps(WKB, separators=(",", ":")))),
     Case("debezium", "object in an int column", dbz(165, qty={"a": 1}), 'column qty: cannot read ["{\\"a\\":1}"] as int'),
+    # the event's own Connect schema: a value it writes otherwise than the table reads is not read wrong
+    Case("debezium", "good with its Connect schema", dbz_with_schema(200), after=dbz_typed(200)),
+    Case("debezium", "Connect schema: price at another scale", dbz_with_schema(
+        201, price={"parameters": {"scale": "4", "connect.decimal.precision": "12"}}),
+         "column price: the event's Connect schema gives it Decimal scale 4, and the table reads decimal(10,2) (scale 2)"),
+    Case("debezium", "Connect schema: a Decimal without its scale", dbz_with_schema(202, price={"parameters": {}}),
+         "column price: the event's Connect schema gives it Decimal scale (none)"),
+    Case("debezium", "Connect schema: ts in microseconds", dbz_with_schema(203, ts={"name": "io.debezium.time.MicroTimestamp"}),
+         "column ts: the event's Connect schema types it io.debezium.time.MicroTimestamp (microseconds since 1970), "
+         "and the table reads milliseconds since 1970"),
+    Case("debezium", "Connect schema: t in nanoseconds", dbz_with_schema(204, t={"name": "io.debezium.time.NanoTime"}),
+         "column t: the event's Connect schema types it io.debezium.time.NanoTime (nanoseconds of a day)"),
+    Case("debezium", "good Connect schema giving the decimal as text", dbz_with_schema(
+        205, price={"type": "string", "name": None, "parameters": None}), after=dbz_typed(205)),
+    Case("debezium", "good Connect schema whose fields are not a list", dbz_with_schema(206, {"fields": 5}), after=dbz_typed(206)),
+    Case("debezium", "good Connect schema naming price twice, first at its scale", dbz_with_schema(207, {"fields": [
+        {"field": "after", "type": "struct", "fields": [DBZ_FIELDS[2], {**DBZ_FIELDS[2], "parameters": {"scale": "5"}}]}]}),
+         after=dbz_typed(207)),
+    Case("debezium", "good Connect schema nested deeply", dbz_with_schema(208, {"type": "struct", "x": json.loads("[" * 900 + "]" * 900)}),
+         after=dbz_typed(208)),
 ]
 
 

@@ -237,7 +237,9 @@ def union_of(shapes: list[tuple[str, list[ColumnSpec]]], *,
     names, so a column added at the source (a new capture instance) is landed from the first event
     that carries it; events of a shape without it do not provide it (absent, not NULL). Ordered as
     the widest shape (the first of the widest, in landing order) lists them, then the columns only
-    other shapes name, as they come; each typed as the first shape naming it types it. A shape that
+    other shapes name, as they come; each typed as the first shape naming it types it (an event of
+    a shape typing it otherwise is read by its own schema's terms or quarantined:
+    :func:`~sqlcdc.formats._connect_types.schema_conflicts`). A shape that
     would make the union unusable (a column equal but for case to one of another shape) is passed
     over, into ``rejected``. None for no shape.
 

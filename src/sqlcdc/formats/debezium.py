@@ -23,7 +23,9 @@ key present.
 
 Types: each column's value is read as JSON text and typed from its Kafka Connect schema, taken from
 the table config's ``columns:`` or, when absent, from the envelopes in the landing folder that
-carry a schema for the table, every column any of them names (:func:`columns_for`). Logical types:
+carry a schema for the table, every column any of them names (:func:`columns_for`). An event
+carrying a schema that would make a value read wrong (a Decimal of another scale, a time in another
+unit) is quarantined naming the column (:mod:`._connect_types`). Logical types:
 
 ======================================================  ================  ==================
 Connect schema (type / name)                            Spark type        encoding
@@ -63,6 +65,7 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_fast, _debezium_tx
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats._debezium_events import OPS, SOURCE_FIELDS, changed_columns, claims, epoch_millis, matches, op_name
+from sqlcdc.formats._connect_types import JSON_VALUED, LOGICAL, PRIMITIVE, schema_conflicts, spec_from_connect_field
 from sqlcdc.formats._connect_discovery import Reader, landed_shapes, no_usable_schema, shapes_of, union_of
 from sqlcdc.formats._sqlserver import means_sql_server_type, spec_for_sql_type
 from sqlcdc.formats._json_numbers import images_as_written
@@ -86,57 +89,7 @@ _PAYLOAD_DDL = (
     "op string, ts_ms string, transaction struct<id: string, total_order: string>"
 )
 
-# --- Kafka Connect schema -> ColumnSpec -------------------------------------------------------
-
-_PRIMITIVE = {
-    "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
-    "float32": "float", "float64": "double", "boolean": "boolean", "string": "string",
-    # as the JSON converter names FLOAT32 / FLOAT64 in a schema envelope (its JsonSchema type names)
-    "float": "float", "double": "double",
-}
-_LOGICAL = {
-    "io.debezium.time.Date": ("date", "epoch_day"),
-    "org.apache.kafka.connect.data.Date": ("date", "epoch_day"),
-    "io.debezium.time.Time": ("string", "millis_of_day"),
-    "org.apache.kafka.connect.data.Time": ("string", "millis_of_day"),
-    "io.debezium.time.MicroTime": ("string", "micros_of_day"),
-    "io.debezium.time.NanoTime": ("string", "nanos_of_day"),
-    "io.debezium.time.Timestamp": ("timestamp_ntz", "epoch_millis"),
-    "org.apache.kafka.connect.data.Timestamp": ("timestamp_ntz", "epoch_millis"),
-    "io.debezium.time.MicroTimestamp": ("timestamp_ntz", "epoch_micros"),
-    "io.debezium.time.NanoTimestamp": ("timestamp_ntz", "epoch_nanos"),
-    "io.debezium.time.ZonedTimestamp": ("timestamp", "text"),
-    "io.debezium.time.ZonedTime": ("string", "text"),
-    "io.debezium.data.Xml": ("string", "text"),
-    "io.debezium.data.Uuid": ("string", "text"),
-}
-_DECIMAL = "org.apache.kafka.connect.data.Decimal"
-#: Logical types whose value is a JSON object (``{"wkb": ..., "srid": ...}``), as ``columns:`` may name them.
-_JSON_VALUED = ("io.debezium.data.geometry.Geometry", "io.debezium.data.geometry.Geography",
-                "io.debezium.data.geometry.Point")
-
-
-def spec_from_connect_field(field: dict[str, Any]) -> ColumnSpec:
-    """One field of a Kafka Connect struct schema -> :class:`ColumnSpec`.
-
-    >>> spec_from_connect_field({"field": "id", "type": "int32"}).spark_type
-    'int'
-    """
-    name, ctype, lname = field["field"], field.get("type"), field.get("name")
-    if lname == _DECIMAL:
-        params = field.get("parameters") or {}
-        scale = int(params.get("scale", 0))
-        precision = int(params.get("connect.decimal.precision", 38))
-        return ColumnSpec(name, f"decimal({precision},{scale})", "base64_decimal", source_type=lname)
-    if lname in _LOGICAL:
-        spark_type, encoding = _LOGICAL[lname]
-        return ColumnSpec(name, spark_type, encoding, source_type=lname)
-    if ctype == "bytes":
-        return ColumnSpec(name, "binary", "base64", source_type=ctype)
-    if ctype in _PRIMITIVE:
-        return ColumnSpec(name, _PRIMITIVE[ctype], "text", source_type=lname or ctype)
-    # struct/array/map values (rare for SQL Server: a geometry): keep their JSON text.
-    return ColumnSpec(name, "string", "text", source_type=lname or ctype, json_value=True)
+# --- columns: config -> ColumnSpec -----------------------------------------------------------
 
 
 def spec_from_config(column: dict[str, Any]) -> ColumnSpec:
@@ -149,9 +102,9 @@ def spec_from_config(column: dict[str, Any]) -> ColumnSpec:
     low = ctype.lower()
     if low == "float":  # SQL Server's float is 8 bytes (FLOAT64): never narrowed to Spark's 4-byte float
         return ColumnSpec(name, "double", "text", lob=bool(column.get("lob", False)), source_type=ctype)
-    if low in ("struct", "array", "map") or ctype in _JSON_VALUED:  # kept as JSON text
+    if low in ("struct", "array", "map") or ctype in JSON_VALUED:  # kept as JSON text
         return spec_from_connect_field({"field": name, "type": low if low in ("array", "map") else "struct", "name": ctype})
-    if ctype in _LOGICAL or ctype in _PRIMITIVE or ctype == "bytes":
+    if ctype in LOGICAL or ctype in PRIMITIVE or ctype == "bytes":
         return spec_from_connect_field({"field": name, "type": ctype, "name": ctype})
     if low.startswith("decimal") or low.startswith("numeric"):
         return ColumnSpec(name, "decimal" + low[low.index("(") :] if "(" in low else "decimal(38,0)", "base64_decimal")
@@ -224,18 +177,19 @@ def is_skipped(bronze: DataFrame | None = None) -> Column:
 
 def _parsed(bronze: DataFrame, skip: Column | None = None) -> DataFrame:
     """Bronze + ``_payload`` (struct) + ``_envelope_error`` (NULL when the envelope is usable), and
-    ``_env`` (the outer envelope's ``payload`` text and ``op``). Rows where ``skip`` is true (the
-    fast path's, :func:`decode`) are not parsed: all four NULL.
+    ``_env`` (the outer envelope's ``payload`` text and ``op``), ``_connect_schema`` (its ``schema``'s
+    JSON text). Rows where ``skip`` is true (the fast path's, :func:`decode`) are not parsed: all NULL.
 
     Staged: each parse is a column the next step reads. Written as one expression, the checks in
     ``_envelope_error``'s conditional branches each parsed the record again (Spark shares
     subexpressions only where they are always evaluated): the parse ran ~6 times per record."""
     value = F.col("value") if skip is None else F.when(~skip, F.col("value"))
-    env = F.from_json(value, "payload string, op string")
+    env = F.from_json(value, "schema string, payload string, op string")  # schema: the event's own (its JSON text)
     staged = bronze.select("*", env.alias("_env"))
     payload_text = F.when(F.col("_env.payload").isNotNull(), F.col("_env.payload")).when(
         F.col("_env.op").isNotNull(), value)
-    staged = staged.select("*", F.from_json(payload_text, _PAYLOAD_DDL).alias("_payload_read"))
+    staged = staged.select("*", F.from_json(payload_text, _PAYLOAD_DDL).alias("_payload_read"),
+                           F.col("_env.schema").alias("_connect_schema"))
     staged = staged.select("*", images_as_written(F.col("_payload_read"), value, ("before", "after"), "payload").alias("_payload"))
     payload = F.col("_payload")
     # which image values were JSON objects or arrays (read as their JSON text into the maps)
@@ -355,11 +309,13 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
         src["event_serial_no"], F.to_json(p["before"]), F.to_json(p["after"]),
     )
     value_reasons, value_warnings = split_value_errors(F.col("_value_errors"), columns, keys, table.bad_values)
+    schema_check = schema_conflicts(F.col("_connect_schema"), columns)  # values the event's own schema reads otherwise
     typed = parsed.select(
         "*",
         before.alias("_before"),
         after.alias("_after"),
         F.concat(before_errors, after_errors).alias("_value_errors"),
+        *([schema_check[0].alias("_connect_fields")] if schema_check else []),
     ).select("*", key.alias("_key"))
     missing_image = F.when(
         p["op"].isin("c", "u", "r") & p["after"].isNull(), F.format_string("op '%s' without `after`", p["op"])
@@ -372,6 +328,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
                 f"source.ts_ms '%s' is not a commit time (milliseconds since 1970, within {COMMIT_TIME_RANGE})",
                 F.substring(src["ts_ms"], 1, 40)))),
             value_reasons,
+            *([schema_check[1]] if schema_check else []),
             null_key_reasons(F.col("_key"), keys),
         )
     )

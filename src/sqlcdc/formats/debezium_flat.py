@@ -80,7 +80,7 @@ def _topic_parts(source_file: Column) -> tuple[Column, Column, Column]:
 
 def _parsed(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     """Bronze + ``_payload`` (the envelope :func:`sqlcdc.formats.debezium.decode_parsed` reads) +
-    ``_envelope_error`` (NULL when the record is usable)."""
+    ``_envelope_error`` (NULL when the record is usable) + ``_connect_schema`` (a wrapper's schema text)."""
     p = prefix_of(source)
     value = F.col("value")
     # one parse of the record; a {"schema", "payload"} wrapper's payload (kept as its JSON text) a second
@@ -131,7 +131,8 @@ def _parsed(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     doc = F.when(wrapped, outer["payload"]).otherwise(value)
     nested = nested_keys_in(doc, "$", row)  # values that were JSON objects or arrays
     nested = F.struct(F.when(op == "d", nested).alias("before"), F.when(op != "d", nested).alias("after"))
-    return bronze.select("*", payload.alias("_payload"), error.alias("_envelope_error"), nested.alias("_nested"))
+    return bronze.select("*", payload.alias("_payload"), error.alias("_envelope_error"), nested.alias("_nested"),
+                         F.when(wrapped, outer["schema"]).alias("_connect_schema"))
 
 
 def decode(bronze: DataFrame, table: TableConfig, columns: list[ColumnSpec]) -> Decoded:

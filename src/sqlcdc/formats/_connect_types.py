@@ -1,0 +1,155 @@
+"""Kafka Connect schemas of Debezium events: a field's column type, and the values an event's own
+schema says the table would read wrong.
+
+:func:`spec_from_connect_field` maps one field of a Connect struct schema to the
+:class:`~sqlcdc.values.ColumnSpec` a table reads it with (the table of :mod:`sqlcdc.formats.debezium`'s
+docstring); column discovery and ``columns:`` both use it.
+
+:func:`schema_conflicts` checks an event that carries its schema (``schemas.enable=true``) against
+the table's columns. A value is read by the *table's* column type, and for most types a schema that
+disagrees shows in the value itself: text that does not read, a number out of range -- a value
+error. Three disagreements do not, and would land a wrong value without a trace:
+
+- a ``Decimal`` of another scale: the unscaled integer read at the table's scale (``ALTER COLUMN
+  price decimal(12,4)`` and a new capture instance: 123.4500 is sent as 1234500, read as 12345.00);
+- a time of another unit: epoch or time-of-day milliseconds, microseconds and nanoseconds are all
+  integers (a ``datetime`` made ``datetime2(7)``: nanoseconds read as milliseconds);
+- an 8-byte float (``float64``) read into a 4-byte ``float`` column: rounded.
+
+Such an event is quarantined, naming the column and both types. A field the schema does not name,
+a schema that does not parse, or a type that reads its value as written (a decimal sent as text,
+``decimal.handling.mode=string``) is no conflict.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from sqlcdc.values import ColumnSpec
+
+__all__ = ["DECIMAL", "JSON_VALUED", "LOGICAL", "PRIMITIVE", "schema_conflicts", "spec_from_connect_field"]
+
+PRIMITIVE = {
+    "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
+    "float32": "float", "float64": "double", "boolean": "boolean", "string": "string",
+    # as the JSON converter names FLOAT32 / FLOAT64 in a schema envelope (its JsonSchema type names)
+    "float": "float", "double": "double",
+}
+LOGICAL = {
+    "io.debezium.time.Date": ("date", "epoch_day"),
+    "org.apache.kafka.connect.data.Date": ("date", "epoch_day"),
+    "io.debezium.time.Time": ("string", "millis_of_day"),
+    "org.apache.kafka.connect.data.Time": ("string", "millis_of_day"),
+    "io.debezium.time.MicroTime": ("string", "micros_of_day"),
+    "io.debezium.time.NanoTime": ("string", "nanos_of_day"),
+    "io.debezium.time.Timestamp": ("timestamp_ntz", "epoch_millis"),
+    "org.apache.kafka.connect.data.Timestamp": ("timestamp_ntz", "epoch_millis"),
+    "io.debezium.time.MicroTimestamp": ("timestamp_ntz", "epoch_micros"),
+    "io.debezium.time.NanoTimestamp": ("timestamp_ntz", "epoch_nanos"),
+    "io.debezium.time.ZonedTimestamp": ("timestamp", "text"),
+    "io.debezium.time.ZonedTime": ("string", "text"),
+    "io.debezium.data.Xml": ("string", "text"),
+    "io.debezium.data.Uuid": ("string", "text"),
+}
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+#: Logical types whose value is a JSON object (``{"wkb": ..., "srid": ...}``), as ``columns:`` may name them.
+JSON_VALUED = ("io.debezium.data.geometry.Geometry", "io.debezium.data.geometry.Geography",
+               "io.debezium.data.geometry.Point")
+
+#: Encodings whose value is a bare integer in some unit: read in another unit, it is another time.
+_UNITS = {
+    "epoch_day": "days since 1970", "epoch_millis": "milliseconds since 1970",
+    "epoch_micros": "microseconds since 1970", "epoch_nanos": "nanoseconds since 1970",
+    "millis_of_day": "milliseconds of a day", "micros_of_day": "microseconds of a day",
+    "nanos_of_day": "nanoseconds of a day",
+}
+_FIELD = "struct<field: string, type: string, name: string, parameters: map<string, string>>"
+#: An envelope's schema (its ``before``/``after`` structs) or a flattened record's (the row's fields).
+_SCHEMA = ("struct<fields: array<struct<field: string, type: string, name: string, "
+           f"parameters: map<string, string>, fields: array<{_FIELD}>>>>")
+
+
+def spec_from_connect_field(field: dict[str, Any]) -> ColumnSpec:
+    """One field of a Kafka Connect struct schema -> :class:`ColumnSpec`.
+
+    >>> spec_from_connect_field({"field": "id", "type": "int32"}).spark_type
+    'int'
+    """
+    name, ctype, lname = field["field"], field.get("type"), field.get("name")
+    if lname == DECIMAL:
+        params = field.get("parameters") or {}
+        scale = int(params.get("scale", 0))
+        precision = int(params.get("connect.decimal.precision", 38))
+        return ColumnSpec(name, f"decimal({precision},{scale})", "base64_decimal", source_type=lname)
+    if lname in LOGICAL:
+        spark_type, encoding = LOGICAL[lname]
+        return ColumnSpec(name, spark_type, encoding, source_type=lname)
+    if ctype == "bytes":
+        return ColumnSpec(name, "binary", "base64", source_type=ctype)
+    if ctype in PRIMITIVE:
+        return ColumnSpec(name, PRIMITIVE[ctype], "text", source_type=lname or ctype)
+    # struct/array/map values (rare for SQL Server: a geometry): keep their JSON text.
+    return ColumnSpec(name, "string", "text", source_type=lname or ctype, json_value=True)
+
+
+def _named(fields: Column, name: str) -> Column:
+    """The first entry of the schema ``fields`` named ``name`` (NULL for none)."""
+    return F.try_element_at(F.filter(fields, lambda f: f["field"] == F.lit(name)), F.lit(1))
+
+
+def _scale(spark_type: str) -> int:
+    args = spark_type[spark_type.index("(") + 1:].rstrip(")").split(",") if "(" in spark_type else []
+    return int(args[1]) if len(args) == 2 else 0
+
+
+def _conflict(field: Column, spec: ColumnSpec) -> Column | None:
+    """Why ``field`` (the event schema's entry for ``spec``'s column, NULL when it names none) makes
+    the table read the value wrong; None when no schema can (the column's type is read as written)."""
+    name, ctype = field["name"], field["type"]
+    if spec.encoding == "base64_decimal":
+        scale = _scale(spec.spark_type)
+        given = F.coalesce(field["parameters"]["scale"], F.lit("(none)"))
+        return F.when((name == DECIMAL) & ~F.coalesce(given.try_cast("int") == scale, F.lit(False)), F.format_string(
+            f"column %s: the event's Connect schema gives it Decimal scale %s, and the table reads "
+            f"{spec.spark_type} (scale {scale}): its unscaled value would be read at the wrong scale",
+            F.lit(spec.name), F.substring(given, 1, 20)))
+    if spec.encoding in _UNITS:
+        other = {n: enc for n, (_, enc) in LOGICAL.items() if enc in _UNITS and enc != spec.encoding}
+        if not other:
+            return None
+        unit = F.element_at(F.create_map(*[x for n, enc in other.items() for x in (F.lit(n), F.lit(_UNITS[enc]))]), name)
+        return F.when(name.isin(*other), F.format_string(
+            f"column %s: the event's Connect schema types it %s (%s), and the table reads "
+            f"{_UNITS[spec.encoding]} ({spec.source_type or spec.spark_type}): the value would be another time",
+            F.lit(spec.name), name, unit))
+    if spec.spark_type == "float" and spec.encoding == "text":
+        return F.when(ctype.isin("float64", "double") & name.isNull(), F.format_string(
+            "column %s: the event's Connect schema types it %s (8 bytes), and the table reads a 4-byte float "
+            "(real): the value would be rounded", F.lit(spec.name), ctype))
+    return None
+
+
+def schema_conflicts(schema_text: Column, columns: Sequence[ColumnSpec]) -> tuple[Column, Column] | None:
+    """(the row's schema fields, the conflicts over them) for an event whose Connect schema is
+    ``schema_text`` (its JSON text; NULL for a payload-only event), or None when no column of
+    ``columns`` can be read wrong (then there is nothing to check). The first is the array of the
+    row's fields -- the envelope's ``after`` (else ``before``) struct, or a flattened record's own
+    fields --, to be staged as a column; the second, over that column (``_connect_fields``), the
+    reasons (``array<string>``, NULL entries for columns without a conflict)::
+
+        staged = frame.select("*", fields.alias("_connect_fields"))   # then the reasons over it
+    """
+    checks = [x for x in (_conflict(_named(F.col("_connect_fields"), c.name), c) for c in columns) if x is not None]
+    if not checks:
+        return None
+    s = F.from_json(schema_text, _SCHEMA)
+
+    def image(which: str) -> Column:
+        return _named(s["fields"], which)["fields"]
+
+    top = F.transform(s["fields"], lambda f: F.struct(*[f[k].alias(k) for k in ("field", "type", "name", "parameters")]))
+    fields = F.when(schema_text.isNotNull(), F.coalesce(image("after"), image("before"), top))
+    return fields, F.array(*checks)
