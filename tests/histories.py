@@ -149,6 +149,9 @@ EXACT_VALUES = {  # dto as SQL Server's text; the decimals as text with their sc
 #: then. Each change says which side of the ALTER it is on (:attr:`Change.noted`, set by
 #: :func:`with_added_column`).
 ADDED = {"on": False}
+#: ``--rescale``: the ALTER of ``--add-column`` also makes ``price`` decimal(12,4); Debezium events from
+#: there carry the new Connect schema and their unscaled values at scale 4.
+RESCALED = {"on": False}
 ADDED_VALUES = {"note": [None, "first", "ünïcode ✓", "", "x" * 20]}
 _EPOCH = datetime(1970, 1, 1)
 #: ``--debezium-schema``: Debezium events in the JSON converter's schema envelope
@@ -465,7 +468,12 @@ def debezium(c: Change) -> list[str]:
     def image(row, key):
         if row is not None and ADDED["on"] and not c.noted:  # captured before the ALTER: no ``note``
             row = {k: v for k, v in row.items() if k != "note"}
-        return None if row is None else out_names(rendered("debezium", {**key_of(key), **row}))
+        if row is None:
+            return None
+        out = rendered("debezium", {**key_of(key), **row})
+        if RESCALED["on"] and c.noted and row.get("price") is not None and not DECIMAL_NUMBERS["on"]:
+            out["price"] = _b64_decimal(row["price"], 4)  # the new capture instance's decimal(12,4)
+        return out_names(out)
 
     def dbz_lsn(hex20: str) -> str:
         return f"{hex20[:8]}:{hex20[8:16]}:{hex20[16:]}".lower()
@@ -505,9 +513,11 @@ def with_connect_schema(line: str) -> str:
     payload = json.loads(line)
     table = payload["source"]["table"]
     image = payload["after"] or payload["before"]  # the row struct: the columns captured (``--add-column``)
+    new_shape = image is not None and COL["note"] in image  # after the ALTER (``--add-column``)
+    rescaled = {"parameters": {"scale": "4", "connect.decimal.precision": "12"}} if RESCALED["on"] and new_shape else {}
     row = {"type": "struct", "optional": True, "name": f"server1.dbo.{table}.Value", "fields": [
-        {**CONNECT_FIELDS[c], "optional": c not in key_names(), "field": COL[c]}
-        for c in columns() if c != "note" or COL[c] in image]}
+        {**CONNECT_FIELDS[c], **(rescaled if c == "price" else {}), "optional": c not in key_names(), "field": COL[c]}
+        for c in columns() if c != "note" or new_shape]}
     seed = {f["field"]: f for f in seed_event()["schema"]["fields"]}
     fields = [{**row, "field": "before"}, {**row, "field": "after"}, seed["source"], seed["op"], seed["ts_ms"]]
     if "transaction" in payload:
@@ -933,6 +943,9 @@ def gold(spark, tables: Path, producer: str, table: str) -> tuple[list[tuple], d
                           if f.dataType.typeName() in as_type else F.col(f"`{f.name}`") for f in df.schema]).collect()
 
     def value(r, n):  # a column gold lacks (a discovery that missed it) differs, not stops the check
+        if RESCALED["on"] and n == COL["price"] and n in r.__fields__ and r[n] is not None:  # 12,4 -> as written
+            exact = Decimal(r[n]).quantize(Decimal("0.01"))
+            return format(exact, "f") if exact == Decimal(r[n]) else r[n]
         return text(r[n]) if n in r.__fields__ else "<no such column in gold>"
 
     s1, s2 = read(tables / f"gold_{table}_scd1"), read(tables / f"gold_{table}_scd2")
@@ -986,6 +999,9 @@ def main() -> int:
                     help="the tables gain a column, note, at the history's middle transaction; CES events and "
                     "Qlik's metadata version 2 and Debezium events have it only from there (schema evolution), "
                     "change-table exports from the start")
+    ap.add_argument("--rescale", action="store_true",
+                    help="with --add-column: the same ALTER makes price decimal(12,4); Debezium events carry it "
+                    "(schema scale 4) from there, the older ones stay at scale 2")
     ap.add_argument("--only", default=",".join([*SOURCES, "handoff"]),
                     help="comma-separated producers to land and check (default: all, and the hand-off)")
     args = ap.parse_args()
@@ -1009,6 +1025,12 @@ def main() -> int:
     if args.add_column:
         ADDED["on"] = True
         COLUMNS.append("note")
+    if args.rescale:
+        others = set(args.only.split(",")) - {"debezium", "debezium_tx"}
+        if not (args.add_column and args.debezium_schema) or others:
+            ap.error("--rescale needs --add-column and --debezium-schema, and only debezium,debezium_tx (the other "
+                     "sources name price's type in their config, or cannot tell an event's scale)")
+        RESCALED["on"] = True
     only = set(args.only.split(","))
     base = args.folder.resolve()
     shutil.rmtree(base, ignore_errors=True)

@@ -283,12 +283,13 @@ def test_a_column_the_source_adds_later_is_discovered_from_the_envelopes_that_ca
 
 
 
-def test_a_decimal_whose_scale_changed_at_the_source_is_quarantined_not_read_at_the_old_scale(spark, tmp_path):
+def test_a_decimal_whose_scale_changed_at_the_source_reads_each_event_at_its_own_scale(spark, tmp_path):
     """``ALTER COLUMN balance decimal(12,4)`` and a new capture instance: the connector then sends
     123.4500 as the unscaled 1234500, which the table's discovered decimal(10,2) (its first shape)
-    read as 12345.00 -- a wrong value without a trace. Each event is read by its own schema's
-    terms or quarantined naming the column; events of the first shape land as before."""
-    def shaped(scale: int, unscaled: int, id_: int) -> dict:
+    read as 12345.00 -- a wrong value without a trace. Discovery widens the column to hold both
+    shapes, and each event's value is read at its own schema's scale; an event whose scale the
+    table cannot hold (landed after discovery) is quarantined naming the column, not rounded."""
+    def shaped(scale: int, unscaled: int, id_: int) -> str:
         def add(fields):
             fields.append({"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
                            "parameters": {"scale": str(scale), "connect.decimal.precision": str(8 + scale)},
@@ -296,19 +297,21 @@ def test_a_decimal_whose_scale_changed_at_the_source_is_quarantined_not_read_at_
         ev = _with_schema_fields(add)
         ev["payload"]["after"].update(id=id_, balance=base64.b64encode(unscaled.to_bytes(4, "big", signed=True)).decode())
         ev["payload"]["source"]["change_lsn"] = lsn(0x27, 0x100 + id_, 3)
-        return ev
+        return json.dumps(ev)
 
-    (tmp_path / "a.json").write_text(json.dumps(shaped(2, 12345, 1)) + "\n")
-    (tmp_path / "b.json").write_text(json.dumps(shaped(4, 1234500, 2)) + "\n")
+    (tmp_path / "a.json").write_text(shaped(2, 12345, 1) + "\n")
+    (tmp_path / "b.json").write_text(shaped(4, 1234567, 2) + "\n")
     src = SourceConfig(name="inventory", format="debezium", landing=str(tmp_path))
     table = TableConfig(name="customers", source=src, schema="dbo", table="customers", keys=("id",))
     cols = debezium.columns_for(table, src)
-    assert [(c.name, c.spark_type) for c in cols][-1] == ("balance", "decimal(10,2)")
-    lines = [(tmp_path / n).read_text().strip() for n in ("a.json", "b.json")]
+    assert [(c.name, c.spark_type) for c in cols][-1] == ("balance", "decimal(12,4)")
+    lines = [(tmp_path / n).read_text().strip() for n in ("a.json", "b.json")] + [shaped(6, 123456789, 3)]
     _, d = decode(spark, lines, table, cols)
-    assert [(r.after.id, r.after.balance) for r in d.changes.collect()] == [(1, Decimal("123.45"))]
+    assert sorted((r.after.id, r.after.balance) for r in d.changes.collect()) == [(1, Decimal("123.4500")),
+                                                                                    (2, Decimal("123.4567"))]
     [q] = d.quarantine.collect()
-    assert "column balance: the event's Connect schema gives it Decimal scale 4, and the table reads decimal(10,2)" in q.reason
+    assert ("column balance: the event's Connect schema gives it Decimal scale 6, and the table reads decimal(12,4) "
+            "(scale 4): a value of that scale is not read exactly") in q.reason
 
 
 def test_discovery_reads_only_the_files_landed_since_the_last_run(tmp_path, monkeypatch):

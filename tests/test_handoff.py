@@ -8,8 +8,10 @@ gold twice; gold must equal the reference model of the whole history, each chang
 
 from __future__ import annotations
 
+import base64
 import json
 import random
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -213,16 +215,24 @@ def test_an_added_column_is_null_before_its_transaction_and_before_images_follow
                 assert c.before == rows.pop(c.before_key, None), (seed, c)
                 if c.after is not None:
                     rows[c.key] = c.after
-            # Debezium captures it from the ALTER on (a new capture instance): images and Connect schema
-            h.ADDED["on"], h.DBZ_SCHEMA["on"] = True, True
+            # Debezium captures it from the ALTER on (a new capture instance): images and Connect schema;
+            # with --rescale (seeds 5-9) the same ALTER makes price decimal(12,4), sent at scale 4 from there
+            h.ADDED["on"], h.DBZ_SCHEMA["on"], h.RESCALED["on"] = True, True, seed >= 5
             try:
                 events = [(c, json.loads(x)) for c in changes for x in map(h.with_connect_schema, h.debezium(c)) if x != "null"]
             finally:
-                h.ADDED["on"], h.DBZ_SCHEMA["on"] = False, False
+                h.ADDED["on"], h.DBZ_SCHEMA["on"], h.RESCALED["on"] = False, False, False
             for c, ev in events:
                 images = [i for i in (ev["payload"]["before"], ev["payload"]["after"]) if i is not None]
                 row = next(f for f in ev["schema"]["fields"] if f["field"] == "after")
                 assert all(("note" in i) == (c.tx >= start) for i in images), (seed, c)
                 assert ("note" in [f["field"] for f in row["fields"]]) == (c.tx >= start), (seed, c)
+                scale = 4 if seed >= 5 and c.tx >= start else 2
+                price = next(f for f in row["fields"] if f["field"] == "price")
+                assert price["parameters"]["scale"] == str(scale), (seed, c)
+                after = ev["payload"]["after"]
+                if after is not None and after["price"] is not None:
+                    unscaled = int.from_bytes(base64.b64decode(after["price"]), "big", signed=True)
+                    assert Decimal(unscaled).scaleb(-scale) == Decimal(c.after["price"]), (seed, c)
     finally:
         h.COLUMNS.remove("note")

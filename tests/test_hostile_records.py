@@ -322,6 +322,8 @@ DBZ_CASES = [
     Case("debezium", "Connect schema: price at another scale", dbz_with_schema(
         201, price={"parameters": {"scale": "4", "connect.decimal.precision": "12"}}),
          "column price: the event's Connect schema gives it Decimal scale 4, and the table reads decimal(10,2) (scale 2)"),
+    Case("debezium", "good Connect schema: price at a smaller scale, read at it", dbz_with_schema(
+        209, price={"parameters": {"scale": "1", "connect.decimal.precision": "9"}}), after=dbz_typed(209, price=Decimal("199.90"))),
     Case("debezium", "Connect schema: a Decimal without its scale", dbz_with_schema(202, price={"parameters": {}}),
          "column price: the event's Connect schema gives it Decimal scale (none)"),
     Case("debezium", "Connect schema: ts in microseconds", dbz_with_schema(203, ts={"name": "io.debezium.time.MicroTimestamp"}),

@@ -19,6 +19,8 @@ Two paths, chosen per value by the byte count:
 
 from __future__ import annotations
 
+from typing import Union
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -27,9 +29,11 @@ from sqlcdc import frames
 __all__ = ["decimal_from_base64", "decimal_from_short_base64"]
 
 _FAST_BYTES = 7  # 56 bits: the unsigned reading and 1 << 56 stay inside a long
+#: A value's scale: the type's, or per row (an event's own schema's, at most the type's: read exactly).
+Scale = Union[int, Column]
 
 
-def decimal_from_base64(raw: Column, spark_type: str, scale: int) -> Column:
+def decimal_from_base64(raw: Column, spark_type: str, scale: Scale) -> Column:
     """Base64 text of a two's-complement unscaled integer -> ``spark_type`` (a decimal with
     ``scale``); NULL for text that is not base64, no bytes, or a value the type cannot hold.
 
@@ -42,7 +46,7 @@ def decimal_from_base64(raw: Column, spark_type: str, scale: int) -> Column:
         _any_length(hexed, spark_type, scale))
 
 
-def decimal_from_short_base64(raw: Column, spark_type: str, scale: int) -> Column:
+def decimal_from_short_base64(raw: Column, spark_type: str, scale: Scale) -> Column:
     """:func:`decimal_from_base64` of a value of 1 to 7 bytes; NULL for any other. Its expression is
     24 plan levels deep where :func:`decimal_from_base64` is 42 (a plan's nesting is limited: Spark
     Connect and SDP refuse one deeper than 100 levels)."""
@@ -50,7 +54,7 @@ def decimal_from_short_base64(raw: Column, spark_type: str, scale: int) -> Colum
     return F.when(F.length(hexed).between(1, 2 * _FAST_BYTES), _short(hexed, spark_type, scale))
 
 
-def _short(hexed: Column, spark_type: str, scale: int) -> Column:
+def _short(hexed: Column, spark_type: str, scale: Scale) -> Column:
     """The value of 1 to 7 bytes (``hexed``: their hex) in generated code."""
     negative = F.substring(hexed, 1, 1) >= F.lit("8")  # the sign bit: first hex digit 8..F
     span = F.call_function("shiftleft", F.lit(1).cast("long"), F.length(hexed) * 4)
@@ -58,8 +62,11 @@ def _short(hexed: Column, spark_type: str, scale: int) -> Column:
     return _with_scale(unscaled.cast("string"), spark_type, scale)
 
 
-def _with_scale(unscaled_text: Column, spark_type: str, scale: int) -> Column:
-    """``12367`` with scale 2 -> ``123.67``: ``12367E-2`` read as the decimal (exact, no rounding)."""
+def _with_scale(unscaled_text: Column, spark_type: str, scale: Scale) -> Column:
+    """``12367`` with scale 2 -> ``123.67``: ``12367E-2`` read as the decimal (exact, no rounding
+    where ``scale`` is at most the type's; a per-row scale is the caller's to bound)."""
+    if isinstance(scale, Column):
+        return F.concat(unscaled_text, F.lit("E-"), scale.cast("string")).try_cast(spark_type)
     text = unscaled_text if scale == 0 else F.concat(unscaled_text, F.lit(f"E-{scale}"))
     return text.try_cast(spark_type)
 
@@ -69,7 +76,7 @@ _HEX = "0123456789ABCDEF"
 _SIGN_EXTENSION = r"^(?:00)+(?=[0-7])|^(?:FF)+(?=[89A-F])"
 
 
-def _any_length(hexed: Column, spark_type: str, scale: int) -> Column:
+def _any_length(hexed: Column, spark_type: str, scale: Scale) -> Column:
     """The general path, for any byte count: the value's significant bytes (sign extension
     dropped; more than 16 cannot fit a decimal(38)), padded to 16, read as two halves of 8 bytes
     (``conv`` reads each as an unsigned 64-bit integer) joined by overflow-checked ``decimal(38,0)``

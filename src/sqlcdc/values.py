@@ -216,8 +216,7 @@ def decimal_type(spark_type: str) -> tuple[int, int] | None:
 
 
 def _decimal_scale(spark_type: str) -> int:
-    found = decimal_type(spark_type)
-    return found[1] if found else 0
+    return (decimal_type(spark_type) or (0, 0))[1]
 
 
 def _exact_decimal(raw: Column, spark_type: str) -> Column:
@@ -280,8 +279,9 @@ def _source_base(spec: ColumnSpec) -> str:
     return re.split(r"[\s(]", st, maxsplit=1)[0] if st else ""
 
 
-def _convert(raw: Column, spec: ColumnSpec) -> Column:
-    """``raw`` -> ``spec.spark_type`` by its encoding, before the domain checks (NULL = unreadable)."""
+def _convert(raw: Column, spec: ColumnSpec, scale: Column | None = None) -> Column:
+    """``raw`` -> ``spec.spark_type`` by its encoding, before the domain checks (NULL = unreadable);
+    ``scale``: a ``base64_decimal``'s per row (at most the type's), else the type's."""
     enc, t = spec.encoding, spec.spark_type
     if enc == "text":
         if t.lower() == "binary":
@@ -307,7 +307,7 @@ def _convert(raw: Column, spec: ColumnSpec) -> Column:
     if enc == "base64_decimal":
         # decimal.handling.mode=precise gives base64; =string/=double gives plain numbers.
         return F.when(raw.rlike(_NUMBER), _exact_decimal(raw, t)).otherwise(
-            F.when(raw.rlike(_BASE64), unscaled.decimal_from_base64(raw, t, _decimal_scale(t)))
+            F.when(raw.rlike(_BASE64), unscaled.decimal_from_base64(raw, t, _decimal_scale(t) if scale is None else scale))
         )
     if enc == "epoch_day":
         n = _integral(raw)
@@ -330,16 +330,14 @@ def _convert(raw: Column, spec: ColumnSpec) -> Column:
     raise ValueError(f"column {spec.name!r}: unknown encoding {enc!r}")  # pragma: no cover
 
 
-def typed_value(raw: Column, spec: ColumnSpec) -> Column:
+def typed_value(raw: Column, spec: ColumnSpec, scale: Column | None = None) -> Column:
     """The Spark expression that turns ``raw`` (text, or NULL) into ``spec.spark_type``.
 
     Data never raises here (ANSI mode or not): text that does not convert, a number that does
     not fit, a decimal with more digits after the point than the scale (never rounded), a date or
-    time outside SQL Server's range (year 1..9999), a float NaN/±Infinity, an unsigned source
-    value out of its range all give NULL,
-    and :func:`value_error` says why.
-    """
-    typed = _convert(raw, spec)
+    time outside SQL Server's range (year 1..9999), a float NaN/±Infinity, an unsigned source value
+    out of its range all give NULL, and :func:`value_error` says why. ``scale``: see :func:`_convert`."""
+    typed = _convert(raw, spec, scale)
     return F.when(_in_domain(typed, spec), typed)
 
 
@@ -414,7 +412,8 @@ def value_error(raw: Column, typed: Column, spec: ColumnSpec) -> Column:
     )
 
 
-def typed_struct(raw_map: Column, columns: list[ColumnSpec], nested: Column | None = None) -> tuple[Column, Column]:
+def typed_struct(raw_map: Column, columns: list[ColumnSpec], nested: Column | None = None,
+                 scales: dict[str, Column] | None = None) -> tuple[Column, Column]:
     """``raw_map`` (MAP<STRING,STRING>) -> (typed struct, array of error messages).
 
     The struct has one field per column in ``columns`` order. A column missing from the map is
@@ -423,11 +422,12 @@ def typed_struct(raw_map: Column, columns: list[ColumnSpec], nested: Column | No
     ``nested``: the keys whose JSON value was an object or array (:func:`sqlcdc.formats.base.nested_keys`). Spark reads
     such a value into a MAP<STRING,STRING> as its JSON text, which a string column would take as a
     value; so a string column (not :attr:`ColumnSpec.json_value`) named there is an error.
+    ``scales``: per column, the scale its ``base64_decimal`` is written at in each row.
     """
     fields, errors = [], []
     for spec in columns:
         raw = raw_map[spec.name]
-        typed = typed_value(raw, spec)
+        typed = typed_value(raw, spec, (scales or {}).get(spec.name))
         error = value_error(raw, typed, spec)
         if nested is not None and spec.spark_type == "string" and not spec.json_value:
             refused = F.coalesce(F.array_contains(nested, spec.name), F.lit(False))

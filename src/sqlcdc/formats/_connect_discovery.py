@@ -237,9 +237,9 @@ def union_of(shapes: list[tuple[str, list[ColumnSpec]]], *,
     names, so a column added at the source (a new capture instance) is landed from the first event
     that carries it; events of a shape without it do not provide it (absent, not NULL). Ordered as
     the widest shape (the first of the widest, in landing order) lists them, then the columns only
-    other shapes name, as they come; each typed as the first shape naming it types it (an event of
-    a shape typing it otherwise is read by its own schema's terms or quarantined:
-    :func:`~sqlcdc.formats._connect_types.schema_conflicts`). A shape that
+    other shapes name, as they come; each typed as the first shape naming it types it, a Decimal
+    widened to hold every shape's (an event is read by its own schema's scale and units, or
+    quarantined: :mod:`sqlcdc.formats._connect_types`). A shape that
     would make the union unusable (a column equal but for case to one of another shape) is passed
     over, into ``rejected``. None for no shape.
 
@@ -253,6 +253,7 @@ def union_of(shapes: list[tuple[str, list[ColumnSpec]]], *,
     typed: dict[str, ColumnSpec] = {}
     for where, shape in shapes:
         more = {**typed, **{c.name: c for c in shape if c.name not in typed}}
+        more.update({c.name: _wider_decimal(more[c.name], c) for c in shape if c.name in typed})
         problem = schema_problem(list(more.values()))
         if problem is not None:
             if rejected is not None:
@@ -265,6 +266,23 @@ def union_of(shapes: list[tuple[str, list[ColumnSpec]]], *,
     widest = max(taken, key=len)
     first = [c.name for c in widest]
     return [typed[n] for n in first + [n for n in typed if n not in set(first)]]
+
+
+def _wider_decimal(had: ColumnSpec, other: ColumnSpec) -> ColumnSpec:
+    """``had``, widened to hold ``other``'s values too where both are Connect Decimals (an ``ALTER
+    COLUMN`` to another precision or scale): the most integer digits and the largest scale, up to
+    38 digits; each event's value is read at its own schema's scale
+    (:func:`~sqlcdc.formats._connect_types.event_scales`).
+
+    >>> _wider_decimal(ColumnSpec("p", "decimal(10,2)", "base64_decimal"), ColumnSpec("p", "decimal(12,4)", "base64_decimal")).spark_type
+    'decimal(12,4)'
+    """
+    a, b = _DECIMAL.fullmatch(had.spark_type), _DECIMAL.fullmatch(other.spark_type)
+    if not (a and b and had.encoding == other.encoding == "base64_decimal") or had.spark_type == other.spark_type:
+        return had
+    scale = max(int(a[2]), int(b[2]))
+    digits = max(int(a[1]) - int(a[2]), int(b[1]) - int(b[2]))
+    return dataclasses.replace(had, spark_type=f"decimal({min(38, digits + scale)},{scale})")
 
 
 def no_usable_schema(table: TableConfig, rejected: list[tuple[str, str]]) -> ConfigError:

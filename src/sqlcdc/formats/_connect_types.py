@@ -5,13 +5,15 @@ schema says the table would read wrong.
 :class:`~sqlcdc.values.ColumnSpec` a table reads it with (the table of :mod:`sqlcdc.formats.debezium`'s
 docstring); column discovery and ``columns:`` both use it.
 
-:func:`schema_conflicts` checks an event that carries its schema (``schemas.enable=true``) against
+:func:`schema_check` reads an event that carries its schema (``schemas.enable=true``) against
 the table's columns. A value is read by the *table's* column type, and for most types a schema that
 disagrees shows in the value itself: text that does not read, a number out of range -- a value
 error. Three disagreements do not, and would land a wrong value without a trace:
 
 - a ``Decimal`` of another scale: the unscaled integer read at the table's scale (``ALTER COLUMN
-  price decimal(12,4)`` and a new capture instance: 123.4500 is sent as 1234500, read as 12345.00);
+  price decimal(12,4)`` and a new capture instance: 123.4500 is sent as 1234500, read as 12345.00).
+  So each event's decimal is read at its own schema's scale (:func:`event_scales`): exactly when
+  that is at most the table's (zeros appended), a conflict when it is more (it would be rounded);
 - a time of another unit: epoch or time-of-day milliseconds, microseconds and nanoseconds are all
   integers (a ``datetime`` made ``datetime2(7)``: nanoseconds read as milliseconds);
 - an 8-byte float (``float64``) read into a 4-byte ``float`` column: rounded.
@@ -28,9 +30,11 @@ from typing import Any, Sequence
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from sqlcdc import frames
 from sqlcdc.values import ColumnSpec
 
-__all__ = ["DECIMAL", "JSON_VALUED", "LOGICAL", "PRIMITIVE", "schema_conflicts", "spec_from_connect_field"]
+__all__ = ["DECIMAL", "JSON_VALUED", "LOGICAL", "PRIMITIVE", "event_scales", "row_fields", "schema_check",
+           "spec_from_connect_field"]
 
 PRIMITIVE = {
     "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
@@ -95,6 +99,20 @@ def spec_from_connect_field(field: dict[str, Any]) -> ColumnSpec:
     return ColumnSpec(name, "string", "text", source_type=lname or ctype, json_value=True)
 
 
+def row_fields(schema_text: Column) -> Column:
+    """The row's fields in an event's Connect schema (its JSON text; NULL for a payload-only event):
+    the envelope's ``after`` (else ``before``) struct, or a flattened record's own fields. NULL when
+    the schema does not parse."""
+    def fields(s: Column) -> Column:
+        def image(which: str) -> Column:
+            return _named(s["fields"], which)["fields"]
+
+        top = F.transform(s["fields"], lambda f: F.struct(*[f[k].alias(k) for k in ("field", "type", "name", "parameters")]))
+        return F.coalesce(image("after"), image("before"), top)
+
+    return frames.let(F.from_json(schema_text, _SCHEMA), fields)  # one parse, looked into several times
+
+
 def _named(fields: Column, name: str) -> Column:
     """The first entry of the schema ``fields`` named ``name`` (NULL for none)."""
     return F.try_element_at(F.filter(fields, lambda f: f["field"] == F.lit(name)), F.lit(1))
@@ -105,6 +123,48 @@ def _scale(spark_type: str) -> int:
     return int(args[1]) if len(args) == 2 else 0
 
 
+def _decimal_scale(field: Column) -> Column:
+    """The scale a Connect ``Decimal`` field gives (NULL for another type, or a scale that does not read)."""
+    return F.when(field["name"] == DECIMAL, field["parameters"]["scale"].try_cast("int"))
+
+
+def schema_check(schema_text: Column, columns: Sequence[ColumnSpec]) -> Column | None:
+    """What an event's own Connect schema (its JSON text, ``schema_text``) says of the table's
+    ``columns``, to be staged as one column (one parse of the schema): ``scales``, per
+    ``base64_decimal`` column the scale the event writes it at (:func:`event_scales`), and
+    ``conflicts``, why a value would read wrong (``array<string>``, NULL entries where none). NULL
+    for a payload-only event (nothing evaluated); None when no column of ``columns`` can read wrong
+    (nothing to check)::
+
+        check = schema_check(F.col("_connect_schema"), columns)
+        staged = parsed.select("*", check.alias("_schema_check"))
+    """
+    decimals = [c for c in columns if c.encoding == "base64_decimal"]
+    if not any(_conflict(F.lit(None), c) is not None for c in columns):
+        return None
+
+    def body(fields: Column) -> Column:
+        scales = [_decimal_scale(_named(fields, c.name)).alias(c.name) for c in decimals]
+        conflicts = [x for x in (_conflict(_named(fields, c.name), c) for c in columns) if x is not None]
+        return F.struct(F.struct(*scales).alias("scales"), F.array(*conflicts).alias("conflicts"))
+
+    return F.when(schema_text.isNotNull(), frames.let(row_fields(schema_text), body))
+
+
+def event_scales(check: Column, columns: Sequence[ColumnSpec]) -> dict[str, Column]:
+    """Per ``base64_decimal`` column, the scale each event writes it at, from the staged
+    :func:`schema_check` ``check``: its own schema's when that gives one from 0 to the table's
+    scale -- read exactly, the value padded with zeros (a column made ``decimal(12,4)`` reads the
+    events written at scale 2 before the ALTER) --, else the table's (a payload-only event; a larger
+    scale is a conflict)."""
+    out = {}
+    for c in columns:
+        if c.encoding == "base64_decimal":
+            scale, given = _scale(c.spark_type), check["scales"][c.name]
+            out[c.name] = F.coalesce(F.when(given.between(0, scale), given), F.lit(scale))
+    return out
+
+
 def _conflict(field: Column, spec: ColumnSpec) -> Column | None:
     """Why ``field`` (the event schema's entry for ``spec``'s column, NULL when it names none) makes
     the table read the value wrong; None when no schema can (the column's type is read as written)."""
@@ -112,15 +172,15 @@ def _conflict(field: Column, spec: ColumnSpec) -> Column | None:
     if spec.encoding == "base64_decimal":
         scale = _scale(spec.spark_type)
         given = F.coalesce(field["parameters"]["scale"], F.lit("(none)"))
-        return F.when((name == DECIMAL) & ~F.coalesce(given.try_cast("int") == scale, F.lit(False)), F.format_string(
+        return F.when((name == DECIMAL) & ~F.coalesce(_decimal_scale(field).between(0, scale), F.lit(False)), F.format_string(
             f"column %s: the event's Connect schema gives it Decimal scale %s, and the table reads "
-            f"{spec.spark_type} (scale {scale}): its unscaled value would be read at the wrong scale",
-            F.lit(spec.name), F.substring(given, 1, 20)))
+            f"{spec.spark_type} (scale {scale}): a value of that scale is not read exactly (give `columns:` a "
+            "decimal of that scale)", F.lit(spec.name), F.substring(given, 1, 20)))
     if spec.encoding in _UNITS:
         other = {n: enc for n, (_, enc) in LOGICAL.items() if enc in _UNITS and enc != spec.encoding}
         if not other:
             return None
-        unit = F.element_at(F.create_map(*[x for n, enc in other.items() for x in (F.lit(n), F.lit(_UNITS[enc]))]), name)
+        unit = F.try_element_at(F.create_map(*[x for n, enc in other.items() for x in (F.lit(n), F.lit(_UNITS[enc]))]), name)
         return F.when(name.isin(*other), F.format_string(
             f"column %s: the event's Connect schema types it %s (%s), and the table reads "
             f"{_UNITS[spec.encoding]} ({spec.source_type or spec.spark_type}): the value would be another time",
@@ -130,26 +190,3 @@ def _conflict(field: Column, spec: ColumnSpec) -> Column | None:
             "column %s: the event's Connect schema types it %s (8 bytes), and the table reads a 4-byte float "
             "(real): the value would be rounded", F.lit(spec.name), ctype))
     return None
-
-
-def schema_conflicts(schema_text: Column, columns: Sequence[ColumnSpec]) -> tuple[Column, Column] | None:
-    """(the row's schema fields, the conflicts over them) for an event whose Connect schema is
-    ``schema_text`` (its JSON text; NULL for a payload-only event), or None when no column of
-    ``columns`` can be read wrong (then there is nothing to check). The first is the array of the
-    row's fields -- the envelope's ``after`` (else ``before``) struct, or a flattened record's own
-    fields --, to be staged as a column; the second, over that column (``_connect_fields``), the
-    reasons (``array<string>``, NULL entries for columns without a conflict)::
-
-        staged = frame.select("*", fields.alias("_connect_fields"))   # then the reasons over it
-    """
-    checks = [x for x in (_conflict(_named(F.col("_connect_fields"), c.name), c) for c in columns) if x is not None]
-    if not checks:
-        return None
-    s = F.from_json(schema_text, _SCHEMA)
-
-    def image(which: str) -> Column:
-        return _named(s["fields"], which)["fields"]
-
-    top = F.transform(s["fields"], lambda f: F.struct(*[f[k].alias(k) for k in ("field", "type", "name", "parameters")]))
-    fields = F.when(schema_text.isNotNull(), F.coalesce(image("after"), image("before"), top))
-    return fields, F.array(*checks)

@@ -65,7 +65,8 @@ from sqlcdc.config import ConfigError, SourceConfig, TableConfig
 from sqlcdc.formats import Decoded, Decoder, _debezium_fast, _debezium_tx
 from sqlcdc.formats import _schema_check as sc
 from sqlcdc.formats._debezium_events import OPS, SOURCE_FIELDS, changed_columns, claims, epoch_millis, matches, op_name
-from sqlcdc.formats._connect_types import JSON_VALUED, LOGICAL, PRIMITIVE, schema_conflicts, spec_from_connect_field
+from sqlcdc.formats._connect_types import JSON_VALUED, LOGICAL, PRIMITIVE, event_scales, schema_check
+from sqlcdc.formats._connect_types import spec_from_connect_field
 from sqlcdc.formats._connect_discovery import Reader, landed_shapes, no_usable_schema, shapes_of, union_of
 from sqlcdc.formats._sqlserver import means_sql_server_type, spec_for_sql_type
 from sqlcdc.formats._json_numbers import images_as_written
@@ -177,8 +178,8 @@ def is_skipped(bronze: DataFrame | None = None) -> Column:
 
 def _parsed(bronze: DataFrame, skip: Column | None = None) -> DataFrame:
     """Bronze + ``_payload`` (struct) + ``_envelope_error`` (NULL when the envelope is usable), and
-    ``_env`` (the outer envelope's ``payload`` text and ``op``), ``_connect_schema`` (its ``schema``'s
-    JSON text). Rows where ``skip`` is true (the fast path's, :func:`decode`) are not parsed: all NULL.
+    ``_env`` (the outer envelope's ``payload`` text and ``op``), ``_connect_schema`` (its Connect
+    schema's JSON text). Rows where ``skip`` is true (the fast path's, :func:`decode`) are not parsed: all NULL.
 
     Staged: each parse is a column the next step reads. Written as one expression, the checks in
     ``_envelope_error``'s conditional branches each parsed the record again (Spark shares
@@ -295,8 +296,12 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
     parsed = frames.where(parsed, taken, "_taken")
     p, src = F.col("_payload"), F.col("_payload.source")
     op = op_name(p["op"])
-    before, before_errors = typed_struct(p["before"], columns, F.col("_nested.before"))
-    after, after_errors = typed_struct(p["after"], columns, F.col("_nested.after"))
+    check = schema_check(F.col("_connect_schema"), columns)  # what the event's own Connect schema says
+    if check is not None:
+        parsed = parsed.select("*", check.alias("_schema_check"))
+    scales = event_scales(F.col("_schema_check"), columns) if check is not None else None  # each decimal at its own scale
+    before, before_errors = typed_struct(p["before"], columns, F.col("_nested.before"), scales)
+    after, after_errors = typed_struct(p["after"], columns, F.col("_nested.after"), scales)
     is_delete = p["op"] == "d"
     image = F.when(is_delete, F.col("_before")).otherwise(F.col("_after"))
     key = F.struct(*[image[k].alias(k) for k in keys])
@@ -309,13 +314,11 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
         src["event_serial_no"], F.to_json(p["before"]), F.to_json(p["after"]),
     )
     value_reasons, value_warnings = split_value_errors(F.col("_value_errors"), columns, keys, table.bad_values)
-    schema_check = schema_conflicts(F.col("_connect_schema"), columns)  # values the event's own schema reads otherwise
     typed = parsed.select(
         "*",
         before.alias("_before"),
         after.alias("_after"),
         F.concat(before_errors, after_errors).alias("_value_errors"),
-        *([schema_check[0].alias("_connect_fields")] if schema_check else []),
     ).select("*", key.alias("_key"))
     missing_image = F.when(
         p["op"].isin("c", "u", "r") & p["after"].isNull(), F.format_string("op '%s' without `after`", p["op"])
@@ -328,7 +331,7 @@ def decode_parsed(parsed: DataFrame, table: TableConfig, columns: list[ColumnSpe
                 f"source.ts_ms '%s' is not a commit time (milliseconds since 1970, within {COMMIT_TIME_RANGE})",
                 F.substring(src["ts_ms"], 1, 40)))),
             value_reasons,
-            *([schema_check[1]] if schema_check else []),
+            *([F.coalesce(F.col("_schema_check.conflicts"), F.array().cast("array<string>"))] if check is not None else []),
             null_key_reasons(F.col("_key"), keys),
         )
     )

@@ -80,7 +80,7 @@ def _topic_parts(source_file: Column) -> tuple[Column, Column, Column]:
 
 def _parsed(bronze: DataFrame, source: SourceConfig) -> DataFrame:
     """Bronze + ``_payload`` (the envelope :func:`sqlcdc.formats.debezium.decode_parsed` reads) +
-    ``_envelope_error`` (NULL when the record is usable) + ``_connect_schema`` (a wrapper's schema text)."""
+    ``_envelope_error`` (NULL when the record is usable) + ``_connect_schema`` (a wrapper's schema, its JSON text)."""
     p = prefix_of(source)
     value = F.col("value")
     # one parse of the record; a {"schema", "payload"} wrapper's payload (kept as its JSON text) a second
