@@ -24,8 +24,9 @@ key present.
 Types: each column's value is read as JSON text and typed from its Kafka Connect schema, taken from
 the table config's ``columns:`` or, when absent, from the envelopes in the landing folder that
 carry a schema for the table, every column any of them names (:func:`columns_for`). An event
-carrying a schema that would make a value read wrong (a Decimal of another scale, a time in another
-unit) is quarantined naming the column (:mod:`._connect_types`). Logical types:
+carrying its schema has its decimals read at that schema's scale; one that would make a value read
+wrong (a Decimal of a larger scale than the table's, a time in another unit) is quarantined naming
+the column (:mod:`._connect_types`). Logical types:
 
 ======================================================  ================  ==================
 Connect schema (type / name)                            Spark type        encoding
