@@ -31,7 +31,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from sqlcdc import frames
-from sqlcdc.values import ColumnSpec
+from sqlcdc.values import ColumnSpec, decimal_type
 
 __all__ = ["DECIMAL", "JSON_VALUED", "LOGICAL", "PRIMITIVE", "event_scales", "row_fields", "schema_check",
            "spec_from_connect_field"]
@@ -119,8 +119,7 @@ def _named(fields: Column, name: str) -> Column:
 
 
 def _scale(spark_type: str) -> int:
-    args = spark_type[spark_type.index("(") + 1:].rstrip(")").split(",") if "(" in spark_type else []
-    return int(args[1]) if len(args) == 2 else 0
+    return (decimal_type(spark_type) or (0, 0))[1]
 
 
 def _decimal_scale(field: Column) -> Column:
