@@ -23,6 +23,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_producers.py                       # 20,000 changes each
     .venv/bin/python benchmarks/bench_producers.py --changes 100000 --only debezium,ces
+    .venv/bin/python benchmarks/bench_producers.py --only debezium --debezium-schema  # schemas.enable=true
 """
 
 from __future__ import annotations
@@ -60,7 +61,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", default=",".join(PRODUCERS))
     ap.add_argument("--flows", action="store_true", help="also time a batch table's flows: each decoding vs decode once")
+    ap.add_argument("--debezium-schema", action="store_true",
+                    help="Debezium events in the JSON converter's schema envelope (schemas.enable=true, Kafka "
+                         "Connect's default), each checked against the table's columns; columns discovered")
     args = ap.parse_args()
+    histories.DBZ_SCHEMA["on"] = args.debezium_schema
     producers = [p for p in args.only.split(",") if p]
 
     base = Path(tempfile.mkdtemp(prefix="sqlcdc-bench-producers-"))

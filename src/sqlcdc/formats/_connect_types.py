@@ -25,7 +25,7 @@ a schema that does not parse, or a type that reads its value as written (a decim
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -138,13 +138,14 @@ def schema_check(schema_text: Column, columns: Sequence[ColumnSpec]) -> Column |
         check = schema_check(F.col("_connect_schema"), columns)
         staged = parsed.select("*", check.alias("_schema_check"))
     """
-    decimals = [c for c in columns if c.encoding == "base64_decimal"]
-    if not any(_conflict(F.lit(None), c) is not None for c in columns):
+    rules = [(c, rule) for c in columns if (rule := _conflict_rule(c)) is not None]
+    if not rules:
         return None
+    decimals = [c for c in columns if c.encoding == "base64_decimal"]
 
     def body(fields: Column) -> Column:
         scales = [_decimal_scale(_named(fields, c.name)).alias(c.name) for c in decimals]
-        conflicts = [x for x in (_conflict(_named(fields, c.name), c) for c in columns) if x is not None]
+        conflicts = [rule(_named(fields, c.name)) for c, rule in rules]
         return F.struct(F.struct(*scales).alias("scales"), F.array(*conflicts).alias("conflicts"))
 
     return F.when(schema_text.isNotNull(), frames.let(row_fields(schema_text), body))
@@ -156,36 +157,48 @@ def event_scales(check: Column, columns: Sequence[ColumnSpec]) -> dict[str, Colu
     scale -- read exactly, the value padded with zeros (a column made ``decimal(12,4)`` reads the
     events written at scale 2 before the ALTER) --, else the table's (a payload-only event; a larger
     scale is a conflict)."""
-    out = {}
-    for c in columns:
-        if c.encoding == "base64_decimal":
-            scale, given = _scale(c.spark_type), check["scales"][c.name]
-            out[c.name] = F.coalesce(F.when(given.between(0, scale), given), F.lit(scale))
-    return out
+    return {c.name: F.coalesce(F.when(_readable(check["scales"][c.name], c), check["scales"][c.name]),
+                               F.lit(_scale(c.spark_type)))
+            for c in columns if c.encoding == "base64_decimal"}
 
 
-def _conflict(field: Column, spec: ColumnSpec) -> Column | None:
-    """Why ``field`` (the event schema's entry for ``spec``'s column, NULL when it names none) makes
-    the table read the value wrong; None when no schema can (the column's type is read as written)."""
-    name, ctype = field["name"], field["type"]
+def _readable(scale: Column, spec: ColumnSpec) -> Column:
+    """Whether a value written at ``scale`` reads exactly into ``spec``'s decimal: 0 to its scale."""
+    return scale.between(0, _scale(spec.spark_type))
+
+
+def _conflict_rule(spec: ColumnSpec) -> Callable[[Column], Column] | None:
+    """For ``spec``'s column, the function from the event schema's entry for it (NULL when it names
+    none) to why the table would read the value wrong (NULL when it would not); None when no schema
+    can make it read wrong (the column's type is read as written)."""
     if spec.encoding == "base64_decimal":
         scale = _scale(spec.spark_type)
-        given = F.coalesce(field["parameters"]["scale"], F.lit("(none)"))
-        return F.when((name == DECIMAL) & ~F.coalesce(_decimal_scale(field).between(0, scale), F.lit(False)), F.format_string(
-            f"column %s: the event's Connect schema gives it Decimal scale %s, and the table reads "
-            f"{spec.spark_type} (scale {scale}): a value of that scale is not read exactly (give `columns:` a "
-            "decimal of that scale)", F.lit(spec.name), F.substring(given, 1, 20)))
+
+        def decimal(field: Column) -> Column:
+            given = F.coalesce(field["parameters"]["scale"], F.lit("(none)"))
+            return F.when((field["name"] == DECIMAL) & ~F.coalesce(_readable(_decimal_scale(field), spec), F.lit(False)),
+                          F.format_string(
+                f"column %s: the event's Connect schema gives it Decimal scale %s, and the table reads "
+                f"{spec.spark_type} (scale {scale}): a value of that scale is not read exactly (give `columns:` a "
+                "decimal of that scale)", F.lit(spec.name), F.substring(given, 1, 20)))
+        return decimal
     if spec.encoding in _UNITS:
         other = {n: enc for n, (_, enc) in LOGICAL.items() if enc in _UNITS and enc != spec.encoding}
         if not other:
             return None
-        unit = F.try_element_at(F.create_map(*[x for n, enc in other.items() for x in (F.lit(n), F.lit(_UNITS[enc]))]), name)
-        return F.when(name.isin(*other), F.format_string(
-            f"column %s: the event's Connect schema types it %s (%s), and the table reads "
-            f"{_UNITS[spec.encoding]} ({spec.source_type or spec.spark_type}): the value would be another time",
-            F.lit(spec.name), name, unit))
+
+        def unit(field: Column) -> Column:
+            name = field["name"]
+            said = F.try_element_at(F.create_map(*[x for n, enc in other.items() for x in (F.lit(n), F.lit(_UNITS[enc]))]), name)
+            return F.when(name.isin(*other), F.format_string(
+                f"column %s: the event's Connect schema types it %s (%s), and the table reads "
+                f"{_UNITS[spec.encoding]} ({spec.source_type or spec.spark_type}): the value would be another time",
+                F.lit(spec.name), name, said))
+        return unit
     if spec.spark_type == "float" and spec.encoding == "text":
-        return F.when(ctype.isin("float64", "double") & name.isNull(), F.format_string(
-            "column %s: the event's Connect schema types it %s (8 bytes), and the table reads a 4-byte float "
-            "(real): the value would be rounded", F.lit(spec.name), ctype))
+        def double(field: Column) -> Column:
+            return F.when(field["type"].isin("float64", "double") & field["name"].isNull(), F.format_string(
+                "column %s: the event's Connect schema types it %s (8 bytes), and the table reads a 4-byte float "
+                "(real): the value would be rounded", F.lit(spec.name), field["type"]))
+        return double
     return None
