@@ -58,9 +58,11 @@ import base64
 import bisect
 import dataclasses
 import json
+import os
 import random
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -956,6 +958,39 @@ def gold(spark, tables: Path, producer: str, table: str) -> tuple[list[tuple], d
     return scd1, scd2
 
 
+class WarmRuns:
+    """``sqlcdc run --every 86400 --runs N``, driven run by run: :meth:`run` presses Enter (but for the
+    first run, which starts at once) and returns (that run's exit code, its output)."""
+
+    def __init__(self, config: Path, warehouse: Path, runs: int) -> None:
+        import queue
+        import threading
+
+        self.proc = subprocess.Popen(
+            [SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--every", "86400", "--runs", str(runs)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+            start_new_session=True)
+        self.lines: queue.Queue = queue.Queue()
+        self.done = 0
+        threading.Thread(target=lambda: [*map(self.lines.put, self.proc.stdout), self.lines.put(None)], daemon=True).start()
+
+    def run(self) -> tuple[int, str]:
+        if self.done:
+            self.proc.stdin.write("\n")
+            self.proc.stdin.flush()
+        self.done += 1
+        got = []
+        while (ln := self.lines.get(timeout=3600)) is not None:
+            got.append(ln)
+            if ln.startswith(f"sqlcdc run: run {self.done} exited "):
+                return int(ln.split()[-1]), "".join(got)
+        return (self.proc.wait() or 1), "".join(got)  # the command ended without saying
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path)
@@ -999,6 +1034,9 @@ def main() -> int:
                     help="the tables gain a column, note, at the history's middle transaction; CES events and "
                     "Qlik's metadata version 2 and Debezium events have it only from there (schema evolution), "
                     "change-table exports from the start")
+    ap.add_argument("--warm", action="store_true",
+                    help="the runs as one `sqlcdc run --every ... --runs N`: each next run on Enter once its "
+                         "files landed, in the Spark of the first")
     ap.add_argument("--rescale", action="store_true",
                     help="with --add-column: the same ALTER makes price decimal(12,4); Debezium events carry it "
                     "(schema scale 4) from there, the older ones stay at scale 2")
@@ -1064,6 +1102,7 @@ def main() -> int:
         landings["cdc_ct"] = [(s, pat.replace("_hist_", f"_{t}_")) for t in TABLES]
         placed.add("cdc_ct")
     plans["handoff"] = [deliveries(ct_lines, args.runs, rng), deliveries(dbz_lines, args.runs, rng)]
+    watch = None
     for r in range(args.runs):
         for producer, places in ((p, x) for p, x in landings.items() if p in only):
             sent = plans[producer] if producer in placed else [plans[producer]]
@@ -1082,12 +1121,21 @@ def main() -> int:
                         if source in (SOURCES["cdc_ct"][0], ct):  # a change-table export's suffix says its format
                             name = name.replace(".jsonl", "." + CT_EXPORT["as"].replace("json", "jsonl"))
                         (folder / name).write_bytes(file_text(source, part, rng).encode())
-        res = subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(base / "warehouse")],
-                             capture_output=True, text=True, timeout=3600)
-        print(f"run {r + 1}/{args.runs}: exit {res.returncode}")
-        if res.returncode != 0:
-            print(res.stdout[-4000:], res.stderr[-4000:])
+        if args.warm:  # the runs of one `sqlcdc run --every`: each next on Enter, in the first's Spark
+            watch = watch or WarmRuns(config, base / "warehouse", args.runs)
+            code, out = watch.run()
+        else:
+            res = subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(base / "warehouse")],
+                                 capture_output=True, text=True, timeout=3600)
+            code, out = res.returncode, res.stdout[-4000:] + res.stderr[-4000:]
+        print(f"run {r + 1}/{args.runs}: exit {code}")
+        if code != 0:
+            print(out[-8000:])
+            if watch:
+                watch.stop()
             return 1
+    if watch:
+        watch.proc.wait(timeout=600)  # it stops after its last run
     sys.path.insert(0, str(TESTS.parent / "src"))
     from sqlcdc.runtime import local_spark
 

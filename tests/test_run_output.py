@@ -208,3 +208,107 @@ def test_a_run_answers_its_definitions_in_its_own_spark_while_they_wait(spark, t
     assert "client got ['dbo.late']" in log.read_text()
     assert not spark.catalog.tableExists("silver_rs_late")
     assert not (tmp_path / "state" / "reshape-answer.fifo").exists()
+
+
+def _stub_run(monkeypatch, tmp_path, codes: list[int], lines: str):
+    """`sqlcdc run`'s loop with the pipeline and gold stubbed (no Spark): each pipeline call takes
+    the next exit code of ``codes``; stdin is a pipe holding ``lines``. Returns (calls, stops)."""
+    import os
+
+    from sqlcdc import runtime
+    from sqlcdc.cli import run as run_cmd
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "pipeline.yml").write_text("name: p\nsources:\n  s:\n    format: debezium\n    landing: in\n")
+    calls, stops = [], []
+
+    def pipeline(cfg, wh, engine, spec, env, *, full_refresh=False, quiet=False, serve_on=False):
+        calls.append((full_refresh, serve_on))
+        return codes[len(calls) - 1]
+
+    monkeypatch.setattr(run_cmd, "run_pipeline", pipeline)
+    monkeypatch.setattr(run_cmd.gold, "apply_all", lambda *a, **k: None)
+    monkeypatch.setattr(run_cmd, "_engine", lambda wh, settings=None: type(
+        "E", (), {"spark": None, "stop": lambda self: stops.append(wh)})())
+    monkeypatch.setattr(runtime, "fetch_jars", lambda **k: [])
+    read, write = os.pipe()
+    os.write(write, lines.encode())
+    os.close(write)
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read))
+    return calls, stops
+
+
+def test_every_runs_again_in_the_same_spark_on_enter_and_stops_after_runs(monkeypatch, tmp_path, capsys):
+    """`sqlcdc run --every S --runs N`: N runs in one engine (started and stopped once), each next
+    one on a line of stdin (Enter) long before S; `--full-refresh` is the first run's only; every
+    run but the last keeps the Spark Connect server serving; each run is in the run log."""
+    from sqlcdc.cli import main as cli_main
+
+    calls, stops = _stub_run(monkeypatch, tmp_path, [0, 0, 0], "\n\n")
+    wh = tmp_path / "wh"
+    assert cli_main(["run", "--config", str(tmp_path / "pipeline.yml"), "--warehouse", str(wh), "--no-summary",
+                     "--every", "3600", "--runs", "3", "--full-refresh"]) == 0
+    assert calls == [(True, True), (False, True), (False, False)]
+    assert stops == [wh.resolve()]
+    out = capsys.readouterr().out
+    assert out.count("sqlcdc run: pipeline 'p' finished in") == 3
+    assert "sqlcdc run: run 1 exited 0\nsqlcdc run: next run (run 2) in 3600s; Enter starts it now, Ctrl-C stops\n" in out
+    assert "sqlcdc run: run 3 exited 0\n" in out and "next run (run 4)" not in out
+    assert [r["exit"] for r in run_log.runs(run_log.path(wh))] == [0, 0, 0]
+
+
+def test_every_stops_at_the_first_run_that_fails_with_its_code(monkeypatch, tmp_path, capsys):
+    from sqlcdc.cli import main as cli_main
+
+    calls, stops = _stub_run(monkeypatch, tmp_path, [0, 137, 0], "\n\n")
+    wh = tmp_path / "wh"
+    assert cli_main(["run", "--config", str(tmp_path / "pipeline.yml"), "--warehouse", str(wh), "--no-summary",
+                     "--every", "3600"]) == 1
+    assert len(calls) == 2 and stops == [wh.resolve()]
+    captured = capsys.readouterr()
+    assert "sqlcdc run: run 2 exited 1\n" in captured.out and "next run (run 3)" not in captured.out
+    assert "spark-pipelines exit code 137" in captured.err
+    assert [r["exit"] for r in run_log.runs(run_log.path(wh))] == [0, 1]
+
+
+def test_every_and_runs_are_checked_before_spark_starts(monkeypatch, tmp_path, capsys):
+    import pytest
+
+    from sqlcdc.cli import main as cli_main
+
+    calls, stops = _stub_run(monkeypatch, tmp_path, [0], "")
+    config = ["run", "--config", str(tmp_path / "pipeline.yml"), "--warehouse", str(tmp_path / "wh")]
+    assert cli_main([*config, "--runs", "2"]) == 2
+    assert capsys.readouterr().err == "sqlcdc run: --runs needs --every (the time between runs)\n"
+    for bad, says in ((["--every", "0"], "argument --every: expected a number of seconds above 0, got '0'"),
+                      (["--every", "soon"], "argument --every: expected a number of seconds above 0, got 'soon'"),
+                      (["--every", "5", "--runs", "0"], "argument --runs: expected a whole number of runs, 1 or more, got '0'")):
+        with pytest.raises(SystemExit) as e:
+            cli_main([*config, *bad])
+        assert e.value.code == 2 and says in capsys.readouterr().err
+    assert calls == [] and stops == []
+
+
+def test_the_wait_between_runs_ends_on_a_line_and_a_closed_input_leaves_the_timer():
+    """`wait_or_enter`: a line on the stream ends an hour's wait at once (checked from another thread,
+    joined with a bound, not timed); a stream at its end (nobody to press Enter) waits out the time."""
+    import os
+    import threading
+    import time
+
+    from sqlcdc.cli.run import wait_or_enter
+
+    read, write = os.pipe()
+    result = []
+    waiter = threading.Thread(target=lambda: result.append(wait_or_enter(3600, os.fdopen(read))), daemon=True)
+    waiter.start()
+    os.write(write, b"\n")
+    waiter.join(timeout=60)
+    assert result == [True] and not waiter.is_alive()
+    os.close(write)
+
+    read, write = os.pipe()
+    os.close(write)
+    t0 = time.monotonic()
+    assert wait_or_enter(0.3, os.fdopen(read)) is True
+    assert time.monotonic() - t0 >= 0.3  # the end of input did not end the wait

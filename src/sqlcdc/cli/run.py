@@ -13,12 +13,22 @@ Everything the run writes lives under the warehouse folder (default ``warehouse/
 A second ``sqlcdc run`` reads only files that landed since the first, and gold merges only the
 changes they bring (:mod:`sqlcdc.gold`); ``--full-refresh`` recomputes every table from the
 landing folders.
+
+``--every SECONDS`` keeps the command running: each run starts SECONDS after the one before ended
+(or at once on Enter), in the same Spark, whose JVM has compiled and loaded what the runs need: a
+run there costs about 0.6 of a first one (docs/testing.md). The config is read again before each
+run; a run that does not exit 0 ends the command with its code; ``--runs N`` stops after N runs::
+
+    sqlcdc run --every 300              # a run every five minutes until Ctrl-C
+    sqlcdc run --every 3600 --runs 2    # a run, then another on Enter (or an hour later)
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -54,6 +64,26 @@ def add_arguments(p) -> None:
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting for this run, over sqlcdc's local defaults (repeatable), "
                         "e.g. --conf spark.driver.memory=8g")
+    p.add_argument("--every", type=_seconds, metavar="SECONDS",
+                   help="keep running: a new run SECONDS after each one ends, in the same warm Spark (a run "
+                        "there costs about 0.6 of a first one); Enter starts the next run at once, Ctrl-C stops")
+    p.add_argument("--runs", type=_count, metavar="N", help="with --every: stop after N runs")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of runs, 1 or more, got {text!r}")
+    return int(text)
 
 
 def spark_settings(pairs: list[str]) -> dict[str, str]:
@@ -71,6 +101,9 @@ def spark_settings(pairs: list[str]) -> dict[str, str]:
 
 
 def main(args) -> int:
+    if args.runs is not None and args.every is None:
+        print("sqlcdc run: --runs needs --every (the time between runs)", file=sys.stderr)
+        return 2
     try:
         cfg = load_pipeline(args.config)
         settings = spark_settings(args.conf)
@@ -84,39 +117,101 @@ def main(args) -> int:
         print(f"sqlcdc run: {e}; run `sqlcdc setup` once the network allows", file=sys.stderr)
         return 2
     started = time.monotonic()
-    run_at = run_log.start(warehouse)  # dq_metrics counts every source's records of this run as one run
-    spec_path, env = prepare(cfg, warehouse, settings)
+    prepare(cfg, warehouse, settings)  # the settings the engine's JVM reads as it starts
     engine = _engine(warehouse, settings)
     try:
-        code = run_pipeline(cfg, warehouse, engine, spec_path, env, full_refresh=args.full_refresh, quiet=args.quiet)
-        if code != 0:  # the pipeline failed (its log says why): 1, whatever spark-pipelines exited with
-            print(f"sqlcdc run: the pipeline failed (spark-pipelines exit code {code}); full log: "
-                  f"{warehouse / '_sqlcdc' / 'last-run.log'}", file=sys.stderr)
-            run_log.finish(warehouse, run_at, 1)
-            return 1
-        # Gold after the pipeline, in the same (warm) JVM: each table's new silver changes, merged.
-        if not args.quiet:
-            print("sqlcdc run: applying new changes to gold", flush=True)
-        echo = None if args.quiet else (lambda line: print("  gold: " + line, flush=True))
-        try:
-            gold.apply_all(engine.spark, cfg, warehouse, full_refresh=args.full_refresh, echo=echo, run_time=run_at)
-        except ConfigError as e:
-            print(f"sqlcdc run: gold: {e}", file=sys.stderr)
-            run_log.finish(warehouse, run_at, 2)
-            return 2
-        print(f"sqlcdc run: pipeline {cfg.name!r} finished in {time.monotonic() - started:.0f}s; "
-              f"tables under {warehouse / 'tables'}")
-        if args.no_summary:
-            run_log.finish(warehouse, run_at, 0)
-            return 0
-        from sqlcdc.summary import print_summary
-
-        found = print_summary(cfg, warehouse, engine.spark)
-        code = 0 if all(b.ok for b in found) else 3
-        run_log.finish(warehouse, run_at, code, found)
-        return code
+        number = 1
+        while True:
+            last = args.every is None or number == args.runs
+            code = one_run(args, cfg, settings, warehouse, engine, started=started, last=last,
+                           full_refresh=args.full_refresh and number == 1)
+            if args.every is None:
+                return code
+            print(f"sqlcdc run: run {number} exited {code}", flush=True)
+            if code != 0 or number == args.runs:  # a failed run is for a human to look at
+                return code
+            number += 1
+            print(f"sqlcdc run: next run (run {number}) in {args.every:g}s; Enter starts it now, Ctrl-C stops",
+                  flush=True)
+            if not wait_or_enter(args.every, sys.stdin):
+                print("sqlcdc run: stopped (Ctrl-C)", flush=True)
+                return code
+            started = time.monotonic()
+            try:  # a config edited between runs applies from the next run (Spark settings stay)
+                cfg = load_pipeline(args.config)
+            except ConfigError as e:
+                print(f"sqlcdc run: {e}", file=sys.stderr)
+                return 2
     finally:
         engine.stop()
+
+
+def one_run(args, cfg: PipelineConfig, settings: Mapping[str, str], warehouse: Path, engine: Engine, *,
+            started: float, last: bool = True, full_refresh: bool = False) -> int:
+    """One run of ``cfg`` in ``engine``: the pipeline, gold, the summary; the run's exit code.
+    ``started``: when the run began (the first one's includes starting the engine); ``last``: no run
+    follows in this engine, so its Spark Connect server stops once the pipeline ended;
+    ``full_refresh``: ``--full-refresh``, which with ``--every`` is the first run's only."""
+    run_at = run_log.start(warehouse)  # dq_metrics counts every source's records of this run as one run
+    spec_path, env = prepare(cfg, warehouse, settings)
+    code = run_pipeline(cfg, warehouse, engine, spec_path, env, full_refresh=full_refresh, quiet=args.quiet,
+                        serve_on=not last)
+    if code != 0:  # the pipeline failed (its log says why): 1, whatever spark-pipelines exited with
+        print(f"sqlcdc run: the pipeline failed (spark-pipelines exit code {code}); full log: "
+              f"{warehouse / '_sqlcdc' / 'last-run.log'}", file=sys.stderr)
+        run_log.finish(warehouse, run_at, 1)
+        return 1
+    # Gold after the pipeline, in the same (warm) JVM: each table's new silver changes, merged.
+    if not args.quiet:
+        print("sqlcdc run: applying new changes to gold", flush=True)
+    echo = None if args.quiet else (lambda line: print("  gold: " + line, flush=True))
+    try:
+        gold.apply_all(engine.spark, cfg, warehouse, full_refresh=full_refresh, echo=echo, run_time=run_at)
+    except ConfigError as e:
+        print(f"sqlcdc run: gold: {e}", file=sys.stderr)
+        run_log.finish(warehouse, run_at, 2)
+        return 2
+    print(f"sqlcdc run: pipeline {cfg.name!r} finished in {time.monotonic() - started:.0f}s; "
+          f"tables under {warehouse / 'tables'}")
+    if args.no_summary:
+        run_log.finish(warehouse, run_at, 0)
+        return 0
+    from sqlcdc.summary import print_summary
+
+    found = print_summary(cfg, warehouse, engine.spark)
+    code = 0 if all(b.ok for b in found) else 3
+    run_log.finish(warehouse, run_at, code, found)
+    return code
+
+
+def wait_or_enter(seconds: float, stream) -> bool:
+    """Wait ``seconds``, or less if a line arrives on ``stream`` (a terminal's Enter, a pipe); False on
+    Ctrl-C. A stream that is closed, or cannot be waited on, leaves the timer alone."""
+    deadline = time.monotonic() + seconds
+    try:
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
+        while (left := deadline - time.monotonic()) > 0:
+            if fd is None:
+                time.sleep(left)
+                return True
+            try:
+                ready, _, _ = select.select([fd], [], [], left)
+            except (OSError, ValueError):  # not a stream select can wait on (Windows): the timer alone
+                fd = None
+                continue
+            if not ready:
+                return True
+            char = os.read(fd, 1)  # one line a run: a second Enter is the next wait's
+            if not char:  # end of input: nobody will press Enter
+                fd = None
+            elif char == b"\n":
+                return True
+        return True
+    except KeyboardInterrupt:
+        return False
 
 
 @dataclass(frozen=True)
@@ -211,10 +306,11 @@ def prepare(
 
 def run_pipeline(
     cfg: PipelineConfig, warehouse: Path, engine: Engine, spec_path: Path, env: dict[str, str], *,
-    full_refresh: bool = False, quiet: bool = False,
+    full_refresh: bool = False, quiet: bool = False, serve_on: bool = False,
 ) -> int:
     """Run ``spark-pipelines run`` for ``cfg`` against ``engine``; stream its progress lines; keep
-    the full log."""
+    the full log. The engine's Spark Connect server stops once the pipeline ended, unless
+    ``serve_on`` (another run follows: ``--every``)."""
     cmd = [str(Path(sys.executable).parent / "spark-pipelines"), "--remote", engine.remote, "run", "--spec", str(spec_path)]
     if full_refresh:
         cmd.append("--full-refresh-all")
@@ -242,7 +338,8 @@ def run_pipeline(
     for stale in earlier:  # refreshed above, or with everything below: their flows start afresh
         shutil.rmtree(stale, ignore_errors=True)
     code = _run(cmd, env, spec_path, log_path, full_refresh, quiet, engine.log, engine.spark)
-    engine.stop_serving()
+    if not serve_on:
+        engine.stop_serving()  # no client is left
     if code == 0:
         unchanged.record(warehouse, planned.fingerprints)
     return code
