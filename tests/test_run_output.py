@@ -291,7 +291,8 @@ def test_every_and_runs_are_checked_before_spark_starts(monkeypatch, tmp_path, c
 
 def test_the_wait_between_runs_ends_on_a_line_and_a_closed_input_leaves_the_timer():
     """`wait_or_enter`: a line on the stream ends an hour's wait at once (checked from another thread,
-    joined with a bound, not timed); a stream at its end (nobody to press Enter) waits out the time."""
+    joined with a bound, not timed); a stream at its end (nobody to press Enter), or a terminal of
+    which this process is not in the foreground, waits out the time."""
     import os
     import threading
     import time
@@ -312,3 +313,14 @@ def test_the_wait_between_runs_ends_on_a_line_and_a_closed_input_leaves_the_time
     t0 = time.monotonic()
     assert wait_or_enter(0.3, os.fdopen(read)) is True
     assert time.monotonic() - t0 >= 0.3  # the end of input did not end the wait
+
+    # a terminal this process is not in the foreground of (a background job's): reading it would stop
+    # the process (SIGTTIN), so a line typed there does not end the wait
+    import pty
+
+    master, terminal = pty.openpty()
+    os.write(master, b"\n")
+    t0 = time.monotonic()
+    assert wait_or_enter(0.3, os.fdopen(terminal)) is True
+    assert time.monotonic() - t0 >= 0.3
+    os.close(master)

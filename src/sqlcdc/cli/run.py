@@ -186,12 +186,15 @@ def one_run(args, cfg: PipelineConfig, settings: Mapping[str, str], warehouse: P
 
 def wait_or_enter(seconds: float, stream) -> bool:
     """Wait ``seconds``, or less if a line arrives on ``stream`` (a terminal's Enter, a pipe); False on
-    Ctrl-C. A stream that is closed, or cannot be waited on, leaves the timer alone."""
+    Ctrl-C. A stream that is closed, cannot be waited on, or is the terminal of a background job
+    leaves the timer alone."""
     deadline = time.monotonic() + seconds
     try:
         try:
             fd = stream.fileno()
         except (AttributeError, OSError, ValueError):
+            fd = None
+        if fd is not None and not _ours_to_read(fd):
             fd = None
         while (left := deadline - time.monotonic()) > 0:
             if fd is None:
@@ -428,6 +431,18 @@ def _run(cmd, env, spec_path: Path, log_path: Path, full_refresh: bool, quiet: b
             print("  " + line[:4000], file=sys.stderr)
         print(f"Full log: {log_path}", file=sys.stderr)
     return code
+
+
+def _ours_to_read(fd: int) -> bool:
+    """Whether reading ``fd`` is this process's to do: a pipe or file, or a terminal this process is
+    in the foreground of (a background job that reads its terminal is stopped: ``sqlcdc run --every
+    300 &`` then waits on the timer alone)."""
+    if not os.isatty(fd):
+        return True
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
 
 
 class _LogTail:
