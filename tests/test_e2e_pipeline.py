@@ -455,7 +455,8 @@ def test_a_broken_config_stops_before_spark_starts(tmp_path):
     (base / "tables").mkdir(parents=True)
     (base / "pipeline.yml").write_text("name: e2e\nsources:\n  inventory:\n    format: debezium\n    landing: x\n")
     (base / "tables" / "orders.yml").write_text("source: inventory\ntable: dbo.orders\nkeys: id\nscd_types: [3]\n")
-    res = run(base / "pipeline.yml", tmp_path / "wh")
+    res = subprocess.run([SQLCDC, "run", "--config", str(base / "pipeline.yml"), "--warehouse", str(tmp_path / "wh")],
+                         capture_output=True, text=True, timeout=600)
     assert res.returncode == 2
     assert "orders.yml:3: keys:" in res.stderr and "orders.yml:4: scd_types[0]:" in res.stderr
     assert not (tmp_path / "wh").exists()
