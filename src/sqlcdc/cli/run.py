@@ -117,19 +117,19 @@ def main(args) -> int:
         print(f"sqlcdc run: {e}; run `sqlcdc setup` once the network allows", file=sys.stderr)
         return 2
     started = time.monotonic()
-    prepare(cfg, warehouse, settings)  # the settings the engine's JVM reads as it starts
+    prepared = prepare(cfg, warehouse, settings)  # the settings the engine's JVM reads as it starts
     engine = _engine(warehouse, settings)
     try:
         number = 1
         while True:
             last = args.every is None or number == args.runs
             code = one_run(args, cfg, settings, warehouse, engine, started=started, last=last,
-                           full_refresh=args.full_refresh and number == 1)
-            if args.every is None:
+                           full_refresh=args.full_refresh and number == 1, prepared=prepared)
+            if args.every is not None:
+                print(f"sqlcdc run: run {number} exited {code}", flush=True)
+            if code != 0 or last:  # a failed run is for a human to look at
                 return code
-            print(f"sqlcdc run: run {number} exited {code}", flush=True)
-            if code != 0 or number == args.runs:  # a failed run is for a human to look at
-                return code
+            prepared = None
             number += 1
             print(f"sqlcdc run: next run (run {number}) in {args.every:g}s; Enter starts it now, Ctrl-C stops",
                   flush=True)
@@ -147,13 +147,15 @@ def main(args) -> int:
 
 
 def one_run(args, cfg: PipelineConfig, settings: Mapping[str, str], warehouse: Path, engine: Engine, *,
-            started: float, last: bool = True, full_refresh: bool = False) -> int:
+            started: float, last: bool = True, full_refresh: bool = False,
+            prepared: tuple[Path, dict[str, str]] | None = None) -> int:
     """One run of ``cfg`` in ``engine``: the pipeline, gold, the summary; the run's exit code.
     ``started``: when the run began (the first one's includes starting the engine); ``last``: no run
     follows in this engine, so its Spark Connect server stops once the pipeline ended;
-    ``full_refresh``: ``--full-refresh``, which with ``--every`` is the first run's only."""
+    ``full_refresh``: ``--full-refresh``, which with ``--every`` is the first run's only; ``prepared``:
+    what :func:`prepare` wrote for ``cfg`` before the engine started (the first run), else it is written."""
     run_at = run_log.start(warehouse)  # dq_metrics counts every source's records of this run as one run
-    spec_path, env = prepare(cfg, warehouse, settings)
+    spec_path, env = prepared or prepare(cfg, warehouse, settings)
     code = run_pipeline(cfg, warehouse, engine, spec_path, env, full_refresh=full_refresh, quiet=args.quiet,
                         serve_on=not last)
     if code != 0:  # the pipeline failed (its log says why): 1, whatever spark-pipelines exited with
