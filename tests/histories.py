@@ -58,11 +58,9 @@ import base64
 import bisect
 import dataclasses
 import json
-import os
 import random
 import re
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -78,6 +76,7 @@ if str(TESTS) not in sys.path:
 import reference_model as ref  # noqa: E402
 from debezium_events import flatten, seed_event  # noqa: E402
 from test_ces import event as ces_event, land_avro, split as ces_split  # noqa: E402
+from watch_runs import WatchRuns  # noqa: E402
 
 SQLCDC = str(Path(sys.executable).parent / "sqlcdc")
 COLUMNS = ["name", "qty", "price"]  # non-key columns; the key is ``id`` (``--wide-types`` adds :data:`WIDE`)
@@ -958,39 +957,6 @@ def gold(spark, tables: Path, producer: str, table: str) -> tuple[list[tuple], d
     return scd1, scd2
 
 
-class WarmRuns:
-    """``sqlcdc run --every 86400 --runs N``, driven run by run: :meth:`run` presses Enter (but for the
-    first run, which starts at once) and returns (that run's exit code, its output)."""
-
-    def __init__(self, config: Path, warehouse: Path, runs: int) -> None:
-        import queue
-        import threading
-
-        self.proc = subprocess.Popen(
-            [SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--every", "86400", "--runs", str(runs)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-            start_new_session=True)
-        self.lines: queue.Queue = queue.Queue()
-        self.done = 0
-        threading.Thread(target=lambda: [*map(self.lines.put, self.proc.stdout), self.lines.put(None)], daemon=True).start()
-
-    def run(self) -> tuple[int, str]:
-        if self.done:
-            self.proc.stdin.write("\n")
-            self.proc.stdin.flush()
-        self.done += 1
-        got = []
-        while (ln := self.lines.get(timeout=3600)) is not None:
-            got.append(ln)
-            if ln.startswith(f"sqlcdc run: run {self.done} exited "):
-                return int(ln.split()[-1]), "".join(got)
-        return (self.proc.wait() or 1), "".join(got)  # the command ended without saying
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path)
@@ -1122,7 +1088,7 @@ def main() -> int:
                             name = name.replace(".jsonl", "." + CT_EXPORT["as"].replace("json", "jsonl"))
                         (folder / name).write_bytes(file_text(source, part, rng).encode())
         if args.warm:  # the runs of one `sqlcdc run --every`: each next on Enter, in the first's Spark
-            watch = watch or WarmRuns(config, base / "warehouse", args.runs)
+            watch = watch or WatchRuns(config, base / "warehouse", args.runs)
             code, out = watch.run()
         else:
             res = subprocess.run([SQLCDC, "run", "--config", str(config), "--warehouse", str(base / "warehouse")],
@@ -1135,7 +1101,7 @@ def main() -> int:
                 watch.stop()
             return 1
     if watch:
-        watch.proc.wait(timeout=600)  # it stops after its last run
+        watch.finish()  # it stops after its last run
     sys.path.insert(0, str(TESTS.parent / "src"))
     from sqlcdc.runtime import local_spark
 

@@ -8,7 +8,7 @@ file per source and must read only those; Debezium's carries a column added at t
 in its Connect schemas), which the files' table discovers, so its streaming silver is recomputed. A second Qlik source gets the full load in run 1 and its
 metadata message only in run 2 (at-least-once transports reorder them): run 1 must not stop, its
 data waits in quarantine, and run 2 takes it to silver and gold.
-Both runs are one ``sqlcdc run --every ... --runs 2`` (:class:`TwoRuns`): run 2 starts on Enter once the
+Both runs are one ``sqlcdc run --every ... --runs 2`` (``tests/watch_runs.py``): run 2 starts on Enter once the
 test has checked run 1 and landed its files, in run 1's Spark, as a user's watch runs them.
 
 The same pipeline carries issue 16's hostile corpus (tests/hostile/corpus.py: every case of
@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -49,6 +47,7 @@ import interpreted
 from debezium_events import customer, event, line, lsn
 from hostile import corpus
 from kafka_broker import dbz_value, produce, wait_until
+from watch_runs import WatchRuns
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "debezium" / "inventory"
@@ -57,49 +56,6 @@ SEEDS_CES = Path(__file__).resolve().parent / "fixtures" / "ces"
 QLIK = Path(__file__).resolve().parent / "fixtures" / "qlik" / "customers"
 
 pytestmark = pytest.mark.e2e
-
-
-class TwoRuns:
-    """``sqlcdc run --every ... --runs 2``: run 1 starts at once; :meth:`first` returns its output once
-    it ended (the command then waits for Enter, or a day); :meth:`second` presses Enter and returns
-    the output of run 2 and the command's exit code. Both runs in one Spark, as a user's watch does."""
-
-    def __init__(self, config: Path, warehouse: Path) -> None:
-        self.proc = subprocess.Popen(
-            [SQLCDC, "run", "--config", str(config), "--warehouse", str(warehouse), "--no-summary",
-             *interpreted.run_args(), "--every", "86400", "--runs", "2"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-            start_new_session=True)
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for ln in self.proc.stdout:
-            self.lines.put(ln)
-        self.lines.put(None)
-
-    def _until(self, marker: str) -> str:
-        got = []
-        while (ln := self.lines.get(timeout=2400)) is not None:  # a bound, should a run hang
-            got.append(ln)
-            if ln.startswith(marker):
-                break
-        return "".join(got)
-
-    def first(self) -> str:
-        return self._until("sqlcdc run: next run (run 2)")
-
-    def second(self) -> tuple[int, str]:
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-        out = self._until("\0")  # to the end of the output
-        return self.proc.wait(timeout=600), out
-
-    def stop(self) -> None:
-        """Kill what is left (a test that failed between the runs leaves the command waiting)."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # sqlcdc, spark-pipelines, the Spark JVM
-            self.proc.wait(timeout=120)
 
 
 def table(spark, warehouse: Path, name: str):
@@ -261,10 +217,10 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, broker, t
     killed_run(config, wh, tmp_path / "killed-run.log")
     partial = table(spark, wh, "bronze_killed").count()
     assert 0 < partial < 660
-    runs = TwoRuns(config, wh)
+    runs = WatchRuns(config, wh, 2, "--no-summary", *interpreted.run_args(), timeout=2400)
     request.addfinalizer(runs.stop)
-    first = runs.first()
-    assert "sqlcdc run: run 1 exited 0\n" in first, first[-6000:]
+    code, first = runs.run()
+    assert code == 0, first[-6000:]
     assert "Run is COMPLETED" in first
 
     # Debezium: 13 records landed: 4 snapshot rows; 6 changes, 1 tombstone, 2 bad records in 001.
@@ -313,8 +269,10 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, broker, t
     (ces_in / "b.json").write_text(ces_line("delete") + "\n")
     shutil.copy(QLIK / "03_cdc.jsonl", qlik_in / "03_cdc.jsonl")  # with the tableVersion 2 metadata mid-file
     shutil.copy(QLIK / "01_metadata_v1.jsonl", late_in / "01_metadata_v1.jsonl")
-    code, second = runs.second()  # in the Spark of run 1, warm
-    assert code == 0 and "sqlcdc run: run 2 exited 0\n" in second, second[-6000:]
+    code, second = runs.run()  # Enter: in the Spark of run 1, warm
+    finished = runs.finish()  # the command stops after run 2
+    second += runs.rest
+    assert code == 0 and finished == 0, second[-6000:]
     # sources with nothing new are left out of the run (sqlcdc.cli.unchanged); CES runs every time
     # (its split segments time out by the clock), so the hostile CES source is recomputed
     assert "nothing new for erp, hostile_dbz, hostile_ct, hostile_qlik since the last run" in second
