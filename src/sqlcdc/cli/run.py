@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import yaml
 
-from sqlcdc import gold, reshape, run_log, runtime
+from sqlcdc import checkpoints, gold, reshape, run_log, runtime
 from sqlcdc.assets import PIPELINE_LAYERS, PIPELINES_DIR
 from sqlcdc.cli import unchanged
 from sqlcdc.cli.progress import PROGRESS_LINE, RunProgress
@@ -325,6 +325,11 @@ def run_pipeline(
     log_path = spec_path.parent / "last-run.log"
     planned = unchanged.plan(cfg, warehouse)
     unchanged.forget(warehouse)  # a run that fails may leave any table half-written: the next refreshes all
+    interrupted = checkpoints.clear_interrupted_writes(warehouse / "_storage" / "_checkpoints")
+    if interrupted:  # else a stream killed while logging its first batch could never start again
+        flows = sorted({p.parents[2].name for p in interrupted})
+        print(f"sqlcdc run: removed what an interrupted run left half-written in the checkpoints of "
+              f"{', '.join(flows)}", flush=True)
     # a streaming silver whose columns changed is dropped with its stream's progress: SDP creates it anew
     rebuilt = reshape.drop_streaming_changed(engine.spark, cfg.tables, warehouse / "_storage" / "_checkpoints",
                                              echo=lambda line: print(f"sqlcdc run: {line}", flush=True))
