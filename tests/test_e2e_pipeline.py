@@ -270,8 +270,8 @@ def test_three_producers_two_runs_bronze_silver_gold_quarantine(spark, broker, t
     shutil.copy(QLIK / "03_cdc.jsonl", qlik_in / "03_cdc.jsonl")  # with the tableVersion 2 metadata mid-file
     shutil.copy(QLIK / "01_metadata_v1.jsonl", late_in / "01_metadata_v1.jsonl")
     code, second = runs.run()  # Enter: in the Spark of run 1, warm
-    finished = runs.finish()  # the command stops after run 2
-    second += runs.rest
+    finished, rest = runs.finish()  # the command stops after run 2
+    second += rest
     assert code == 0 and finished == 0, second[-6000:]
     # sources with nothing new are left out of the run (sqlcdc.cli.unchanged); CES runs every time
     # (its split segments time out by the clock), so the hostile CES source is recomputed

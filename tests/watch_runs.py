@@ -9,7 +9,7 @@ command's stdin), in the first run's Spark. Used by ``test_e2e_pipeline.py`` (tw
         code, out = watch.run()        # run 1: its exit code and its output
         ...                            # check it, land run 2's files
         code, out = watch.run()        # Enter: run 2
-        assert watch.finish() == 0     # the command stops after its last run
+        assert watch.finish()[0] == 0  # the command stops after its last run
     finally:
         watch.stop()                   # kills what is left should a check fail between runs
 """
@@ -46,13 +46,15 @@ class WatchRuns:
             self.lines.put(ln)
         self.lines.put(None)
 
-    def _until(self, marker: str | None) -> str:
+    def _until(self, marker: str | None) -> tuple[str, str | None]:
+        """The output up to the first line starting with ``marker`` (or to its end): (text, that line
+        or None)."""
         got = []
         while (ln := self.lines.get(timeout=self.timeout)) is not None:
             got.append(ln)
             if marker is not None and ln.startswith(marker):
-                break
-        return "".join(got)
+                return "".join(got), ln
+        return "".join(got), None
 
     def run(self) -> tuple[int, str]:
         """Start the next run (Enter, but for the first, which starts at once); wait until it says
@@ -62,16 +64,15 @@ class WatchRuns:
             self.proc.stdin.write("\n")
             self.proc.stdin.flush()
         self.done += 1
-        out = self._until(f"sqlcdc run: run {self.done} exited ")
-        last = out.rstrip("\n").rsplit("\n", 1)[-1]
-        if last.startswith(f"sqlcdc run: run {self.done} exited "):
-            return int(last.split()[-1]), out
+        out, said = self._until(f"sqlcdc run: run {self.done} exited ")
+        if said is not None:
+            return int(said.split()[-1]), out
         return (self.proc.wait(timeout=600) or 1), out
 
-    def finish(self) -> int:
-        """After the last run: read the rest of the output and return the command's exit code."""
-        self.rest = self._until(None)
-        return self.proc.wait(timeout=600)
+    def finish(self) -> tuple[int, str]:
+        """After the last run: the command's exit code and the rest of its output."""
+        rest, _ = self._until(None)
+        return self.proc.wait(timeout=600), rest
 
     def stop(self) -> None:
         """Kill what is left: the command, its ``spark-pipelines`` and the Spark JVM (its own group)."""
