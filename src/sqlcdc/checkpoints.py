@@ -17,7 +17,7 @@ checkpoint that holds a logged batch of another query.
 
 Example::
 
-    removed = checkpoints.clear_interrupted_writes(warehouse / "_storage" / "_checkpoints")
+    removed = checkpoints.clear_interrupted_writes(checkpoints.of_pipeline(warehouse))
 """
 
 from __future__ import annotations
@@ -25,11 +25,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["clear_interrupted_writes", "interrupted_writes"]
+__all__ = ["STORAGE", "clear_interrupted_writes", "interrupted_writes", "of_pipeline"]
+
+#: The pipeline's storage folder in a local run's warehouse (the SDP spec's ``storage``).
+STORAGE = "_storage"
 
 #: The logs of a streaming checkpoint whose entries are written through a temporary file.
 LOGS = ("offsets", "commits")
 _TEMP = re.compile(r"\.\.?\d+\.[0-9a-fA-F-]{36}\.tmp(\.crc)?")
+
+
+def of_pipeline(warehouse: Path) -> Path:
+    """Where SDP keeps the checkpoints of ``sqlcdc run``'s flows: ``<table>/<flow>/<n>`` below."""
+    return warehouse / STORAGE / "_checkpoints"
 
 
 def interrupted_writes(checkpoints: Path) -> list[Path]:

@@ -284,7 +284,7 @@ def prepare(
     rel = os.path.relpath(PIPELINES_DIR, state)
     spec = {
         "name": cfg.name,
-        "storage": (warehouse / "_storage").as_uri(),
+        "storage": (warehouse / checkpoints.STORAGE).as_uri(),
         "configuration": {
             "sqlcdc.config": str(Path(cfg.file).resolve()),
             gold.GOLD_CONF: gold.AFTER_RUN,  # gold is applied after the pipeline (sqlcdc.gold), not in it
@@ -325,13 +325,13 @@ def run_pipeline(
     log_path = spec_path.parent / "last-run.log"
     planned = unchanged.plan(cfg, warehouse)
     unchanged.forget(warehouse)  # a run that fails may leave any table half-written: the next refreshes all
-    interrupted = checkpoints.clear_interrupted_writes(warehouse / "_storage" / "_checkpoints")
+    interrupted = checkpoints.clear_interrupted_writes(checkpoints.of_pipeline(warehouse))
     if interrupted:  # else a stream killed while logging its first batch could never start again
         flows = sorted({p.parents[2].name for p in interrupted})
         print(f"sqlcdc run: removed what an interrupted run left half-written in the checkpoints of "
               f"{', '.join(flows)}", flush=True)
     # a streaming silver whose columns changed is dropped with its stream's progress: SDP creates it anew
-    rebuilt = reshape.drop_streaming_changed(engine.spark, cfg.tables, warehouse / "_storage" / "_checkpoints",
+    rebuilt = reshape.drop_streaming_changed(engine.spark, cfg.tables, checkpoints.of_pipeline(warehouse),
                                              echo=lambda line: print(f"sqlcdc run: {line}", flush=True))
     if planned.refresh is not None and not (full_refresh or earlier):
         print(f"sqlcdc run: nothing new for {', '.join(planned.left_out)} since the last run: their tables are "
@@ -369,7 +369,7 @@ def earlier_flow_layout(cfg: PipelineConfig, warehouse: Path) -> list[Path]:
     checkpoints, then runs as usual."""
     found = []
     for source in cfg.sources.values():
-        for table_dir in (warehouse / "_storage" / "_checkpoints").glob(f"*/*/{source.quarantine_table}"):
+        for table_dir in checkpoints.of_pipeline(warehouse).glob(f"*/*/{source.quarantine_table}"):
             found += sorted(d for d in table_dir.iterdir() if d.is_dir() and d.name.startswith(_MERGED_FLOW_PREFIXES))
     return found
 
