@@ -93,3 +93,21 @@ def test_sqlcdc_run_clears_them_before_the_pipeline_starts_and_says_which_flows(
     assert seen == [[]]
     assert ("sqlcdc run: removed what an interrupted run left half-written in the checkpoints of bronze_s\n"
             in capsys.readouterr().out)
+
+
+def test_gold_stream_of_silver_changes_starts_again_after_a_kill_as_it_logged_its_first_batch(spark, tmp_path):
+    """Gold's own stream (sqlcdc.gold.after_run: silver's new rows, micro-batch by micro-batch, to the
+    MERGE) has a checkpoint of its own: it is cleared the same way before it starts."""
+    from sqlcdc.gold import after_run
+
+    silver, state = tmp_path / "silver", tmp_path / "state"
+    state.mkdir()
+    spark.createDataFrame([], "id INT").write.format("delta").save(str(silver))
+    got: list[int] = []
+    after_run._apply_stream(spark, silver, state, lambda batch: got.extend(r.id for r in batch.collect()))
+    assert got == [] and (state / "checkpoint" / "metadata").is_file()  # started, no batch logged
+    left = _half_written(state / "checkpoint" / "offsets")
+    spark.createDataFrame([(1,), (2,)], "id INT").write.format("delta").mode("append").save(str(silver))
+    after_run._apply_stream(spark, silver, state, lambda batch: got.extend(r.id for r in batch.collect()))
+    assert sorted(got) == [1, 2]
+    assert not any(p.exists() for p in left)

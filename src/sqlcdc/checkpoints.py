@@ -12,7 +12,8 @@ was logging its first batch could not be run again, whatever was delivered -- fo
 ``tests/test_e2e_pipeline.py``'s killed start on 2026-12-07, on a CES bronze flow.
 
 ``sqlcdc run`` removes those temporary files before it starts the pipeline (no other writer is
-running then: the warehouse is the run's). The check itself stays on, for what it is for: a
+running then: the warehouse is the run's), and gold's own stream of silver changes
+(:mod:`sqlcdc.gold.after_run`) before it starts. The check itself stays on, for what it is for: a
 checkpoint that holds a logged batch of another query.
 
 Example::

@@ -55,7 +55,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from sqlcdc import formats, lsn, model, reshape
+from sqlcdc import checkpoints, formats, lsn, model, reshape
 from sqlcdc.gold import handoff, incremental, last_apply, transactions
 from sqlcdc.gold.spec import END_AT, START_AT, ApplyChangesSpec
 from sqlcdc.gold.spec import target as gold_table
@@ -370,6 +370,7 @@ def _apply_stream(spark: SparkSession, silver_path: Path, state: Path, sink: Cal
     """Streaming silver: every micro-batch of silver rows appended since the checkpoint, in order,
     to ``sink``."""
     (state / "silver.json").write_text(json.dumps({"id": _table_id(spark, silver_path)}))
+    checkpoints.clear_interrupted_writes(state / "checkpoint")  # an apply killed as it logged its first batch
     query = (
         spark.readStream.format("delta").load(str(silver_path))
         .writeStream.foreachBatch(lambda batch, _batch_id: sink(batch))
